@@ -1,0 +1,27 @@
+package boltstore
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// openTemp opens a store in a new file under t.TempDir and closes it when
+// the test ends.
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "mesh.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func TestAgentStore(t *testing.T) {
+	storetest.TestAgentStore(t, func(t *testing.T) registry.Store {
+		return openTemp(t)
+	}, &storetest.Options{ErrClosed: ErrClosed})
+}
