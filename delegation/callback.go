@@ -1,0 +1,342 @@
+package delegation
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// Outcome is an async agent's report (SPEC 4.1): the JSON body it POSTs to
+// its callback URL.
+type Outcome struct {
+	// Status is "completed" or "failed".
+	Status Status `json:"status"`
+	// Result is the result value (any JSON), for a completed delegation.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error describes the failure, for a failed delegation.
+	Error string `json:"error,omitempty"`
+}
+
+// maxCallbackBody caps a callback's body: a result of MaxResultBytes plus
+// room for the rest of the object.
+const maxCallbackBody = MaxResultBytes + 64<<10
+
+// maxCallbackError caps the error text of a callback kept on the record.
+const maxCallbackError = 4 << 10
+
+// newSecret returns a callback secret (26 base32 characters: 130 random
+// bits) and its SHA-256, the only form that is stored.
+func newSecret() (secret string, hash []byte) {
+	secret = rand.Text()
+	h := sha256.Sum256([]byte(secret))
+	return secret, h[:]
+}
+
+// secretMatches compares secret with a stored hash in constant time.
+func secretMatches(hash []byte, secret string) bool {
+	if len(hash) != sha256.Size || secret == "" {
+		return false
+	}
+	h := sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(h[:], hash) == 1
+}
+
+// callbackURL is the URL an async agent reports to.
+func (c *Client) callbackURL(id, secret string) string {
+	return c.publicURL + "/v1/delegations/" + id + "/result?token=" + secret
+}
+
+// Callback applies an async agent's report to the delegation with the
+// given id, authenticated by the callback secret of its URL, and returns
+// the record, now final. Errors: [ErrUnauthenticated] for a wrong or
+// missing secret; one wrapping [ErrNotFound]; [ErrInvalid] for a status
+// other than completed or failed; [ErrFinal] when the record is already
+// final — including a callback that arrives after the async deadline,
+// which makes the record timeout (a late callback never overturns timeout
+// or canceled); [ErrClosed]. A result over MaxResultBytes fails the
+// delegation with code response_too_large.
+func (c *Client) Callback(ctx context.Context, id, secret string, out Outcome) (Record, error) {
+	if secret == "" {
+		return Record{}, ErrUnauthenticated
+	}
+	return c.complete(ctx, id, secret, false, out, "")
+}
+
+// complete finalises a running or accepted record from a report. trusted
+// skips the secret check (the caller authenticated the request another
+// way); code forces the failure code (response_too_large).
+func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, out Outcome, code string) (Record, error) {
+	if !c.enter() {
+		return Record{}, ErrClosed
+	}
+	defer c.leave()
+	if out.Status != StatusCompleted && out.Status != StatusFailed {
+		return Record{}, fmt.Errorf("%w: status must be %q or %q", ErrInvalid, StatusCompleted, StatusFailed)
+	}
+	if len(out.Result) > 0 && !json.Valid(out.Result) {
+		return Record{}, fmt.Errorf("%w: result is not valid JSON", ErrInvalid)
+	}
+	switch {
+	case code != "":
+	case len(out.Result) > MaxResultBytes:
+		out = Outcome{Status: StatusFailed}
+		code = CodeResponseTooLarge
+	case out.Status == StatusFailed:
+		code = CodeAgentError
+	}
+	errText := out.Error
+	switch {
+	case code == CodeResponseTooLarge:
+		errText = fmt.Sprintf("callback result is over the limit of %d bytes", MaxResultBytes)
+	case out.Status == StatusFailed && errText == "":
+		errText = "the agent reported a failure"
+	}
+	if len(errText) > maxCallbackError {
+		errText = strings.ToValidUTF8(errText[:maxCallbackError], "")
+	}
+	now := c.now()
+	var late bool
+	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
+		late = false
+		switch {
+		case !trusted && !secretMatches(cur.SecretHash, secret):
+			return nil, ErrUnauthenticated
+		case cur.Status.Final():
+			return nil, fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, cur.Status)
+		case cur.Status == StatusRunning && !cur.Async:
+			return nil, fmt.Errorf("%w: delegation %s is synchronous and still running", ErrConflict, id)
+		}
+		next := *cur
+		if cur.Status == StatusAccepted && cur.Deadline != nil && now.After(*cur.Deadline) {
+			late = true
+			finalize(&next, StatusTimeout, CodeTimeout, "no callback before the deadline", now)
+			return &next, nil
+		}
+		if out.Status == StatusCompleted && code == "" {
+			next.Result = out.Result
+			finalize(&next, StatusCompleted, "", "", now)
+		} else {
+			next.Result = nil
+			if code != CodeResponseTooLarge {
+				next.Result = out.Result
+			}
+			finalize(&next, StatusFailed, code, errText, now)
+		}
+		next.Attempts = max(next.Attempts, 1)
+		return &next, nil
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	c.finished(rec)
+	if late {
+		return rec.Public(), fmt.Errorf("%w: delegation %s timed out before the callback", ErrFinal, id)
+	}
+	return rec.Public(), nil
+}
+
+// authenticate checks a callback's secret against the stored record,
+// without changing it: the answer to a callback whose body is bad.
+func (c *Client) authenticate(ctx context.Context, id, secret string, trusted bool) error {
+	rec, err := c.store.GetDelegation(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !trusted && !secretMatches(rec.SecretHash, secret):
+		return ErrUnauthenticated
+	}
+	return nil
+}
+
+// CallbackHandler returns the handler of POST /v1/delegations/{id}/result
+// (SPEC 4.1), for the HTTP front-end to mount with that pattern (the id is
+// read with r.PathValue("id"), or else from the path's
+// ".../delegations/<id>/result" segments).
+//
+// The request is authenticated by the secret in its "token" query
+// parameter or, when trusted is non-nil and returns true for the request,
+// by the front-end (the mesh's bearer token, say). Replies: 200
+// {"id","status"} once the record is final; 401 wrong or missing secret;
+// 404 unknown id; 409 already final (also for a callback after the
+// deadline: the record becomes timeout); 400 a body that is not a JSON
+// object with status "completed" or "failed"; 413 a body over the result
+// cap (the delegation fails with code response_too_large); 503 after the
+// client is shut down. Errors are JSON {"error","code"} and never carry
+// internal error text.
+func (c *Client) CallbackHandler(trusted func(r *http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+			return
+		}
+		id := r.PathValue("id")
+		if id == "" {
+			id = idFromPath(r.URL.Path)
+		}
+		secret := r.URL.Query().Get("token")
+		isTrusted := trusted != nil && trusted(r)
+		if secret == "" && !isTrusted {
+			writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "missing callback token")
+			return
+		}
+		if id == "" {
+			writeError(w, http.StatusNotFound, CodeNotFound, "unknown delegation")
+			return
+		}
+		ctx := r.Context()
+		out, err := decodeOutcome(http.MaxBytesReader(w, r.Body, maxCallbackBody))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			_, err = c.complete(ctx, id, secret, isTrusted, Outcome{Status: StatusFailed}, CodeResponseTooLarge)
+			if err == nil {
+				writeError(w, http.StatusRequestEntityTooLarge, CodeResponseTooLarge,
+					fmt.Sprintf("callback body is over the limit of %d bytes", maxCallbackBody))
+				return
+			}
+		case err != nil:
+			if aerr := c.authenticate(ctx, id, secret, isTrusted); aerr != nil {
+				err = aerr
+			}
+		default:
+			var rec Record
+			rec, err = c.complete(ctx, id, secret, isTrusted, out, "")
+			if err == nil {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, "{\"id\":%q,\"status\":%q}\n", rec.ID, rec.Status)
+				return
+			}
+		}
+		writeCallbackError(w, err)
+	})
+}
+
+func writeCallbackError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		writeError(w, http.StatusUnauthorized, CodeUnauthenticated, "wrong callback token")
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, "unknown delegation")
+	case errors.Is(err, ErrFinal), errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, CodeConflict, publicText(err))
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, CodeInvalidArgument, publicText(err))
+	case errors.Is(err, ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the mesh is shutting down")
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+	}
+}
+
+// publicText is the message of one of this package's errors without its
+// "delegation: " prefix.
+func publicText(err error) string {
+	return strings.TrimPrefix(err.Error(), "delegation: ")
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}{msg, code})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// idFromPath extracts <id> from a path ending in /delegations/<id>/result.
+func idFromPath(p string) string {
+	p = strings.TrimSuffix(p, "/")
+	rest, ok := strings.CutSuffix(p, "/result")
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || !strings.HasSuffix(rest[:i], "/delegations") {
+		return ""
+	}
+	return rest[i+1:]
+}
+
+// decodeOutcome reads a callback body: one JSON object whose "status" is
+// a string; "result" is any JSON value; "error" a string (another JSON
+// value is kept as its JSON text). Unknown keys are ignored, so agents may
+// send more than the contract asks.
+func decodeOutcome(r io.Reader) (Outcome, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var raw struct {
+		Status *string          `json:"status"`
+		Result json.RawMessage  `json:"result"`
+		Error  *json.RawMessage `json:"error"`
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return Outcome{}, fmt.Errorf("%w: the body must be a JSON object", ErrInvalid)
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return Outcome{}, fmt.Errorf("%w: the body is not valid JSON", ErrInvalid)
+	}
+	if raw.Status == nil {
+		return Outcome{}, fmt.Errorf("%w: status is required", ErrInvalid)
+	}
+	out := Outcome{Status: Status(*raw.Status)}
+	if out.Status != StatusCompleted && out.Status != StatusFailed {
+		return Outcome{}, fmt.Errorf("%w: status must be %q or %q", ErrInvalid, StatusCompleted, StatusFailed)
+	}
+	if len(raw.Result) > 0 && !bytes.Equal(raw.Result, []byte("null")) {
+		out.Result = raw.Result
+	}
+	if raw.Error != nil {
+		var s string
+		if json.Unmarshal(*raw.Error, &s) == nil {
+			out.Error = s
+		} else if !bytes.Equal(*raw.Error, []byte("null")) {
+			out.Error = string(*raw.Error)
+		}
+	}
+	if !utf8.ValidString(out.Error) {
+		out.Error = strings.ToValidUTF8(out.Error, "\uFFFD")
+	}
+	return out, nil
+}
+
+// newID returns a random (version 4) UUID.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
+}
+
+// taskHash is the first 8 bytes of the task's SHA-256, in hex: what the
+// logs carry instead of the task text.
+func taskHash(task string) string {
+	h := sha256.Sum256([]byte(task))
+	return hex.EncodeToString(h[:8])
+}

@@ -1,0 +1,21 @@
+package delegation
+
+import (
+	"context"
+	"time"
+)
+
+// NewWithSeams is New with a test clock (nil: time.Now) and sleep between
+// retries (nil: a real sleep).
+func NewWithSeams(ctx context.Context, dir Directory, store Store, opts *Options,
+	now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) (*Client, error) {
+	return newClient(ctx, dir, store, opts, seams{now: now, sleep: sleep})
+}
+
+// Internals under test.
+var (
+	DecodeResult  = decodeResult
+	DecodeOutcome = decodeOutcome
+	RetryAfter    = retryAfter
+	Jitter        = jitter
+)

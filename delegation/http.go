@@ -1,0 +1,277 @@
+package delegation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// maxErrorBody is how much of a failed reply's body goes into the error.
+const maxErrorBody = 1 << 10
+
+// maxRetryAfter caps a Retry-After header; the delegation deadline caps it
+// further.
+const maxRetryAfter = time.Hour
+
+// HTTPTransport is the [Transport] of protocol http: the agentkit-mesh
+// POST /task contract of SPEC 4.1.
+//
+// It POSTs {delegationId, task, context, callbackUrl?} as JSON to the
+// agent's endpoint with Content-Type, X-Mesh-Delegation-Id, User-Agent
+// (agentmesh/<version>) and the agent's auth header, and reads the reply:
+//
+//   - 200: the result is the body's "result" value if the body is a JSON
+//     object with that key, else the whole JSON body; a body that is not
+//     JSON is a string result. A body over MaxResultBytes fails with code
+//     response_too_large.
+//   - 202: accepted; the agent will call back.
+//   - anything else, redirects included (they are never followed): a
+//     failure with the text "agent returned <status>: <first 1 KiB of
+//     body>" and code agent_error. 429, 502, 503 and 504 are retryable,
+//     with the agent's Retry-After.
+//
+// A failure to connect (refused, DNS) is retryable, with code
+// agent_unreachable; a refusal by the endpoint policy is not, with code
+// endpoint_not_allowed. An HTTPTransport is safe for concurrent use.
+type HTTPTransport struct {
+	client    *http.Client
+	userAgent string
+}
+
+// NewHTTPTransport returns the http transport over client, which should
+// come from [netguard.Policy.NewClient] (nil means the client of a nil
+// Policy: private addresses allowed). The transport uses a copy of client
+// that never follows redirects.
+func NewHTTPTransport(client *http.Client) *HTTPTransport {
+	if client == nil {
+		client = (*netguard.Policy)(nil).NewClient(nil)
+	}
+	cp := *client
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &HTTPTransport{client: &cp, userAgent: "agentmesh/" + buildinfo.Version()}
+}
+
+// taskBody is the request body of POST /task.
+type taskBody struct {
+	DelegationID string         `json:"delegationId"`
+	Task         string         `json:"task"`
+	Context      map[string]any `json:"context"`
+	CallbackURL  string         `json:"callbackUrl,omitempty"`
+}
+
+// Send implements [Transport].
+func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message) (Reply, error) {
+	// The body is not pooled: the http.Transport may still be reading it
+	// after Do returns (a reply that comes before the body is written).
+	body, err := json.Marshal(taskBody{
+		DelegationID: msg.DelegationID,
+		Task:         msg.Task,
+		Context:      msg.Context,
+		CallbackURL:  msg.CallbackURL,
+	})
+	if err != nil {
+		return Reply{}, &TransportError{Code: CodeInvalidArgument, Message: "the task does not encode as JSON", Err: err}
+	}
+
+	var connected atomic.Bool
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Reply{}, &TransportError{Code: CodeAgentUnreachable, Message: "invalid agent endpoint", Err: err}
+	}
+	h := req.Header
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Mesh-Delegation-Id"] = []string{msg.DelegationID}
+	h["User-Agent"] = []string{t.userAgent}
+	if auth := a.Auth; auth != nil && auth.Token != "" {
+		switch auth.Type {
+		case registry.AuthBearer:
+			h["Authorization"] = []string{"Bearer " + auth.Token}
+		case registry.AuthHeader:
+			if auth.HeaderName != "" {
+				h.Set(auth.HeaderName, auth.Token)
+			}
+		}
+	}
+
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return Reply{}, requestError(ctx, err, connected.Load())
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		body, err := readBody(resp, MaxResultBytes)
+		if err != nil {
+			return Reply{}, bodyError(ctx, err)
+		}
+		return Reply{Result: decodeResult(body)}, nil
+	case http.StatusAccepted:
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // let the connection be reused
+		return Reply{Accepted: true}, nil
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	te := &TransportError{
+		Code:    CodeAgentError,
+		Status:  resp.StatusCode,
+		Message: fmt.Sprintf("agent returned %d: %s", resp.StatusCode, strings.ToValidUTF8(string(head), "\uFFFD")),
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		te.Retryable = true
+		te.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return Reply{}, te
+}
+
+// errTooLarge is the error of readBody for a body over its limit.
+var errTooLarge = errors.New("delegation: reply too large")
+
+// readBody reads resp's body, refusing one over limit bytes.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	if resp.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	size := int64(512)
+	if resp.ContentLength > 0 {
+		size = resp.ContentLength + 1 // +1: reach EOF without growing
+	}
+	b := make([]byte, 0, size)
+	buf := bytes.NewBuffer(b)
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, errTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// bodyError maps a failure to read a reply body.
+func bodyError(ctx context.Context, err error) *TransportError {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return &TransportError{Code: CodeResponseTooLarge, Status: http.StatusOK,
+			Message: fmt.Sprintf("agent reply is over the limit of %d bytes", MaxResultBytes)}
+	case ctx.Err() != nil:
+		return &TransportError{Code: CodeTimeout, Message: "the deadline passed while reading the agent's reply", Err: err}
+	default:
+		return &TransportError{Code: CodeBadResponse, Message: "reading the agent's reply failed: " + cause(err), Err: err}
+	}
+}
+
+// requestError maps an error of http.Client.Do. connected says whether a
+// connection to the agent was obtained: before that, the request certainly
+// did not reach the agent's handler and may be retried.
+func requestError(ctx context.Context, err error, connected bool) *TransportError {
+	var refused *netguard.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return &TransportError{Code: CodeEndpointNotAllowed,
+			Message: "agent endpoint refused by the endpoint policy: " + strings.TrimPrefix(refused.Error(), "netguard: endpoint not allowed: "),
+			Err:     err}
+	case errors.Is(err, netguard.ErrNotAllowed):
+		return &TransportError{Code: CodeEndpointNotAllowed, Message: "agent endpoint refused by the endpoint policy", Err: err}
+	case ctx.Err() != nil:
+		return &TransportError{Code: CodeTimeout, Message: "no reply before the deadline", Err: err}
+	case !connected:
+		return &TransportError{Code: CodeAgentUnreachable, Retryable: true,
+			Message: "cannot connect to the agent: " + cause(err), Err: err}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &TransportError{Code: CodeAgentUnreachable,
+			Message: "the agent closed the connection without a reply: " + cause(err), Err: err}
+	default:
+		return &TransportError{Code: CodeBadResponse, Message: "the agent's reply is not valid HTTP: " + cause(err), Err: err}
+	}
+}
+
+// cause is the text of err without the "Post \"<url>\": " prefix of a
+// *url.Error (the URL may carry a query the user would not want repeated).
+func cause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// retryAfter parses a Retry-After header (delay-seconds or an HTTP date)
+// at now. It returns 0 when the header is absent or malformed.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return min(time.Duration(n)*time.Second, maxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return min(d, maxRetryAfter)
+		}
+	}
+	return 0
+}
+
+// decodeResult interprets the body of a 200 reply (SPEC 4.1): the value of
+// its "result" key if it is a JSON object with one, else the whole JSON
+// value, else (not JSON) the body as a JSON string.
+func decodeResult(body []byte) json.RawMessage {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || !json.Valid(trimmed) {
+		s, _ := json.Marshal(strings.ToValidUTF8(string(body), "\uFFFD"))
+		return s
+	}
+	if trimmed[0] == '{' {
+		if r, ok := resultField(trimmed); ok {
+			return r
+		}
+	}
+	return trimmed
+}
+
+// resultField returns the raw value of the top-level key "result" of a
+// valid JSON object (the last one, if the key repeats).
+func resultField(obj []byte) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return nil, false
+	}
+	var (
+		val   json.RawMessage
+		found bool
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		if key, _ := tok.(string); key == "result" {
+			val, found = v, true
+		}
+	}
+	return val, found
+}

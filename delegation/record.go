@@ -1,0 +1,89 @@
+package delegation
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the state of a delegation (SPEC 4).
+//
+//	pending → running → completed | failed | timeout | canceled
+//	running → accepted (async) → completed | failed | timeout | canceled
+type Status string
+
+// Delegation statuses.
+const (
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusAccepted  Status = "accepted"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusTimeout   Status = "timeout"
+	StatusCanceled  Status = "canceled"
+)
+
+// Final reports whether s is a final status: once a record is final it
+// never changes again.
+func (s Status) Final() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusTimeout, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusRunning, StatusAccepted:
+		return true
+	}
+	return s.Final()
+}
+
+// AgentResponse is the reply of an MCP agent's handle_message tool (SPEC
+// 4.2). The delegation result is its Content; the whole response is kept on
+// the record.
+type AgentResponse struct {
+	Content          string         `json:"content"`
+	WorkflowComplete bool           `json:"workflow_complete"`
+	WorkflowState    map[string]any `json:"workflow_state,omitempty"`
+}
+
+// Record is the persisted delegation record of SPEC 4.4. Its JSON form is
+// the wire form of the HTTP API and the MCP tools, except SecretHash, which
+// [Record.Public] clears.
+type Record struct {
+	ID          string          `json:"id"`
+	SourceAgent string          `json:"sourceAgent,omitempty"`
+	TargetAgent string          `json:"targetAgent"`
+	Task        string          `json:"task"`
+	Status      Status          `json:"status"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Code        string          `json:"code,omitempty"`
+	LatencyMs   int64           `json:"latencyMs"`
+	Attempts    int             `json:"attempts"`
+	Depth       int             `json:"depth"`
+	Async       bool            `json:"async,omitempty"`
+	// NeedsInput is set when an A2A agent ended in input-required: the
+	// result is its question.
+	NeedsInput bool `json:"needsInput,omitempty"`
+	// Response is the whole AgentResponse of an MCP agent.
+	Response   *AgentResponse `json:"response,omitempty"`
+	CreatedAt  time.Time      `json:"createdAt"`
+	UpdatedAt  time.Time      `json:"updatedAt"`
+	FinishedAt *time.Time     `json:"finishedAt,omitempty"`
+	// Deadline is when an accepted (async) delegation times out.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// SecretHash is the SHA-256 of the async callback secret. Stored, never
+	// returned by read paths.
+	SecretHash []byte `json:"secretHash,omitempty"`
+}
+
+// Public returns a copy of r for read paths: without the callback secret
+// hash.
+func (r Record) Public() Record {
+	r.SecretHash = nil
+	return r
+}

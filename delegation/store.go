@@ -1,0 +1,62 @@
+package delegation
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists delegation records. Implementations live in
+// store/memstore, store/boltstore (and store/etcdstore) and pass the
+// conformance suite in internal/storetest.
+//
+// Every method must be safe for concurrent use. A method called after the
+// store is closed returns an error wrapping the store's ErrClosed.
+type Store interface {
+	// PutDelegations writes (creates or replaces) every record in one
+	// durable commit. When it returns nil, all of them are durable.
+	PutDelegations(ctx context.Context, recs []Record) error
+
+	// UpdateDelegation atomically reads the record with the given id,
+	// passes it to fn and stores fn's result. A missing record gives an
+	// error wrapping [ErrNotFound] without calling fn. If fn returns an
+	// error, nothing is written and that error is returned unchanged. fn
+	// may be called more than once and must not modify cur.
+	UpdateDelegation(ctx context.Context, id string, fn func(cur *Record) (*Record, error)) error
+
+	// GetDelegation returns the record with the given id, or an error
+	// wrapping [ErrNotFound].
+	GetDelegation(ctx context.Context, id string) (Record, error)
+
+	// ListDelegations returns records newest first (by CreatedAt, then
+	// ID descending), filtered and paged by f.
+	ListDelegations(ctx context.Context, f ListFilter) ([]Record, error)
+
+	// PruneDelegations deletes final records that finished before
+	// olderThan, then the oldest final records beyond keep (by FinishedAt),
+	// and returns how many it deleted. Records that are not final are never
+	// pruned.
+	PruneDelegations(ctx context.Context, olderThan time.Time, keep int) (int, error)
+}
+
+// ListFilter selects records for [Store.ListDelegations]. The zero value
+// lists the newest DefaultListLimit records.
+type ListFilter struct {
+	// Status keeps only records with this status; empty keeps all.
+	Status Status
+	// Statuses keeps only records with one of these statuses (combined
+	// with Status when both are set); empty keeps all.
+	Statuses []Status
+	// Target keeps only records whose TargetAgent is this; empty keeps all.
+	Target string
+	// Limit is the page size: 0 means DefaultListLimit; the store caps it
+	// at MaxListLimit.
+	Limit int
+	// Offset skips this many matching records.
+	Offset int
+}
+
+// Page sizes of record listings (SPEC 4.4).
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)

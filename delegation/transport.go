@@ -1,0 +1,87 @@
+package delegation
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// Transport sends one message to one agent over one protocol. The client
+// picks the transport by the agent's Protocol.
+//
+// Send must honour ctx (its deadline is the delegation deadline), must not
+// retry (the client owns retries), and must return a *[TransportError] for
+// failures so the client can tell what is safe to retry.
+// Implementations must be safe for concurrent use.
+type Transport interface {
+	Send(ctx context.Context, agent registry.Agent, msg Message) (Reply, error)
+}
+
+// TransportFunc adapts a function to the [Transport] interface.
+type TransportFunc func(ctx context.Context, agent registry.Agent, msg Message) (Reply, error)
+
+// Send calls f.
+func (f TransportFunc) Send(ctx context.Context, agent registry.Agent, msg Message) (Reply, error) {
+	return f(ctx, agent, msg)
+}
+
+// Message is what the mesh sends to an agent.
+type Message struct {
+	// DelegationID is the record id; the same on every retry, so agents
+	// may de-duplicate.
+	DelegationID string
+	// SourceAgent is the delegating agent, when the request named one.
+	// The http transport does not send it separately: it is the last
+	// entry of Context["chain"].
+	SourceAgent string
+	// Task is the task text (the MCP transport's raw_input).
+	Task string
+	// Context is the caller's context plus the mesh's "depth" (an int:
+	// hops including this one) and "chain" (a []string: the agents
+	// already on the path, the source agent last). Transports must not
+	// modify it.
+	Context map[string]any
+	// CallbackURL is set for async delegations only.
+	CallbackURL string
+	// Turn carries the routing fields of an MCP handle_message call; nil
+	// for plain delegations.
+	Turn *Turn
+}
+
+// Turn is the conversational context a routed request carries to an MCP
+// agent's handle_message tool (SPEC 4.2). Plain delegations leave it nil
+// and the transport sends empty session fields.
+type Turn struct {
+	SessionID        string         `json:"session_id"`
+	EmployeeID       string         `json:"employee_id"`
+	DisplayName      string         `json:"display_name"`
+	IntentSummary    string         `json:"intent_summary"`
+	Entities         map[string]any `json:"entities"`
+	DetectedLanguage string         `json:"detected_language"`
+	History          []TurnEntry    `json:"turn_history"`
+	WorkflowState    map[string]any `json:"workflow_state"`
+	Metadata         map[string]any `json:"metadata"`
+}
+
+// TurnEntry is one entry of a session's turn history.
+type TurnEntry struct {
+	Role          string `json:"role"` // "user" or "agent"
+	Content       string `json:"content"`
+	Timestamp     string `json:"timestamp"`
+	IntentSummary string `json:"intent_summary,omitempty"`
+}
+
+// Reply is an agent's answer.
+type Reply struct {
+	// Accepted is true when the agent took the task asynchronously (HTTP
+	// 202) and will call back.
+	Accepted bool
+	// Result is the result value (JSON).
+	Result json.RawMessage
+	// Response is the AgentResponse of an MCP agent.
+	Response *AgentResponse
+	// NeedsInput is true when the agent asks a question instead of
+	// finishing (A2A input-required).
+	NeedsInput bool
+}
