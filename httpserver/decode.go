@@ -1,0 +1,202 @@
+package httpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
+// is 0: larger bodies get 413 payload_too_large.
+const DefaultMaxBodyBytes = 1 << 20
+
+// readBody checks the request's Content-Type and reads its body, at most
+// limit bytes.
+//
+// A missing Content-Type is accepted (clients of the seed send JSON
+// without one); any other type than application/json or application/*+json
+// (charset, if given, utf-8) is refused with 415.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		isJSON := err == nil && (mt == "application/json" ||
+			(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")))
+		if cs, ok := params["charset"]; isJSON && ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+			isJSON = false
+		}
+		if !isJSON {
+			return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+				"the request body must be JSON (Content-Type: application/json)")
+		}
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(limit)
+		}
+		return nil, badRequest("could not read the request body")
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+		"the request body is over the limit of %d bytes", limit)
+}
+
+// decodeJSON decodes body, which must hold exactly one JSON value of dst's
+// shape, into dst. Unknown object keys, wrong types, malformed or trailing
+// data and invalid UTF-8 are refused with a 400 invalid_argument that names
+// the field where one is known. It never panics and every error it returns
+// carries a code.
+func decodeJSON(body []byte, dst any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("a JSON request body is required")
+	}
+	if !utf8.Valid(body) {
+		return badRequest("the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber() // numbers in free-form values (a delegation's context) keep their digits
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a 400 naming the field.
+func jsonError(err error) *apiError {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		fe  *fieldDecodeError
+	)
+	switch {
+	case errors.As(err, &fe):
+		return fieldError(fe.field, "invalid %s: %s", fe.field, fe.msg)
+	case errors.As(err, &syn):
+		return badRequest("malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badRequest("malformed JSON: unexpected end of the body")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("the request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+		}
+		return fieldError(typ.Field, "invalid %s: must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return fieldError(name, "unknown field %q", name)
+	}
+	return badRequest("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON form of a Go type, for error messages.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value"
+}
+
+// fieldDecodeError is returned by custom UnmarshalJSON methods to name the
+// field at fault.
+type fieldDecodeError struct {
+	field string
+	msg   string
+}
+
+func (e *fieldDecodeError) Error() string { return e.field + ": " + e.msg }
+
+// resourceList is a list of required resource URIs. On the wire it is a
+// JSON array whose elements are strings or objects with a string "uri"
+// (and optionally "type", "description", "access", which are ignored): the
+// seed's [{"type":"filesystem","uri":"/path"}] form.
+type resourceList []string
+
+func (l *resourceList) UnmarshalJSON(b []byte) error {
+	return l.decode(b, "resources")
+}
+
+func (l *resourceList) decode(b []byte, field string) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return &fieldDecodeError{field, "must be an array of resource URIs or {\"uri\": …} objects"}
+	}
+	out := make([]string, 0, len(raw))
+	for i, e := range raw {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			if s == "" {
+				return &fieldDecodeError{elem(field, i), "must not be empty"}
+			}
+			out = append(out, s)
+			continue
+		}
+		var obj struct {
+			URI         *string `json:"uri"`
+			Type        string  `json:"type"`
+			Description string  `json:"description"`
+			Access      string  `json:"access"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&obj); err != nil {
+			msg := "must be a string or an object {\"uri\": …}"
+			if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+				msg = "unknown field " + name
+			}
+			return &fieldDecodeError{elem(field, i), msg}
+		}
+		if obj.URI == nil || *obj.URI == "" {
+			return &fieldDecodeError{elem(field, i) + ".uri", "is required"}
+		}
+		out = append(out, *obj.URI)
+	}
+	*l = out
+	return nil
+}
+
+func elem(field string, i int) string {
+	return field + "[" + strconv.Itoa(i) + "]"
+}
+
+// requiredResourceList is a resourceList under the name "requiredResources".
+type requiredResourceList []string
+
+func (l *requiredResourceList) UnmarshalJSON(b []byte) error {
+	return (*resourceList)(l).decode(b, "requiredResources")
+}

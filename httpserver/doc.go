@@ -1,0 +1,109 @@
+// Package httpserver is the HTTP control plane of agentmesh (SPEC section 6)
+// as an [http.Handler]: the REST routes for agents, discovery, delegation and
+// delegation records, health and metrics, with authentication and scopes,
+// rate limits, CORS, security headers and JSON errors around them.
+//
+// It is a thin front-end: it decodes and checks requests, calls the
+// registry ([Registry]), the discovery engine ([Searcher]) and the
+// delegation client ([Delegations]), and encodes their answers. It starts no
+// listener and no goroutine; the host (cmd/agentmesh, a test, a program
+// embedding the mesh) owns the [http.Server].
+//
+//	srv, err := httpserver.New(reg, engine, delegations, &httpserver.Options{
+//		Token:     os.Getenv("MESH_TOKEN"),
+//		RateLimit: httpserver.RateLimit{Requests: 100, Per: 15 * time.Minute},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	_ = srv.Handle("/mcp", mcpHandler, "") // behind the same auth
+//	return http.ListenAndServe(":8766", srv)
+//
+// # Routes
+//
+//	GET    /health                          none      {"status":"ok"}
+//	GET    /health/deep                     read      200 ok / 503 degraded ([DeepHealth])
+//	GET    /metrics                         none      Prometheus text (unless Options.NoMetricsRoute)
+//	POST   /v1/agents                       register  201 created / 200 replaced, the stored record
+//	GET    /v1/agents                       read      ?limit&cursor&label=k=v, bare array + Link
+//	GET    /v1/agents/{name}                read      200 / 404
+//	DELETE /v1/agents/{name}                register  204 / 404 / 409 managed_by_file
+//	POST   /v1/agents/{name}/heartbeat      register  200 the record / 404
+//	GET    /v1/discover                     read      ?query&limit&minScore&scorer&label&protocol&resources&includeUnavailable
+//	POST   /v1/discover                     read      the same as a JSON body
+//	POST   /v1/delegate                     delegate  200 [DelegateResponse] (also for a failed delegation)
+//	GET    /v1/delegations                  read      ?limit&offset&status&target, bare array + Link
+//	GET    /v1/delegations/{id}             read      ?wait=30s long-poll (at most [MaxWait])
+//	POST   /v1/delegations/{id}/cancel      delegate  200 the canceled record / 404 / 409
+//	POST   /v1/delegations/{id}/result      callback  the secret in ?token=, or a token with scope delegate
+//	POST   /v1/admin/reload                 admin     when Options.Reload is set
+//
+// The delegation routes exist when a [Delegations] is given to [New];
+// [Server.Handle] mounts more handlers (MCP at /mcp) behind the same
+// authentication, limits and headers.
+//
+// # Authentication
+//
+// Every /v1 route but the callback needs "Authorization: Bearer <token>" or
+// "X-API-Key: <token>". Tokens are Options.Token (every scope) and
+// Options.Tokens (named, with scopes; [ParseTokens] reads the tokens file),
+// compared as SHA-256 digests in constant time against every configured
+// token. [Server.SetTokens] swaps the named tokens atomically (rotation: old
+// and new may be valid together). A missing or wrong token gets 401
+// unauthenticated, a token without the route's scope 403 permission_denied.
+// Unknown /v1 paths answer 401 to strangers and 404 only to token holders.
+//
+// # Errors
+//
+// Every error is JSON: {"error": "<message>", "code": "<code>",
+// "details"?: …} ([ErrorResponse]), also for unknown routes (404
+// not_found) and wrong methods (405 method_not_allowed, with Allow). Request
+// bodies are strict: unknown fields, wrong types, malformed or trailing data
+// and invalid UTF-8 are 400 invalid_argument naming the field in
+// details.field where it is known; validation failures list every field in
+// details.fields. A body over Options.MaxBodyBytes (1 MiB) is 413
+// payload_too_large; a Content-Type other than JSON is 415
+// unsupported_media_type (a missing one is accepted). A 5xx never carries
+// internal error text: its details hold the request id, under which the
+// cause is logged.
+//
+// Codes by status: 400 invalid_argument, endpoint_not_allowed; 401
+// unauthenticated; 403 permission_denied, resource_not_covered; 404
+// not_found, no_match; 405 method_not_allowed; 409 conflict,
+// managed_by_file; 413 payload_too_large; 415 unsupported_media_type; 422
+// depth_exceeded, delegation_cycle, reload_failed; 429 rate_limited; 500
+// internal; 503 unavailable.
+//
+// # Limits and headers
+//
+// Options.RateLimit is a token bucket per token name ([ParseRateLimit]
+// reads the "100/15m" form); responses carry RateLimit-Limit,
+// RateLimit-Remaining, RateLimit-Reset (seconds until the bucket is full),
+// RateLimit-Policy and X-RateLimit-Limit, X-RateLimit-Remaining,
+// X-RateLimit-Reset (a Unix time); over budget is 429 rate_limited with
+// Retry-After. Failed authentication attempts are budgeted per client IP
+// (Options.AuthFailureLimit); once spent, that IP gets 429 before its
+// credentials are checked. Idle buckets are dropped, so memory stays
+// bounded.
+//
+// Every response carries X-Request-Id, X-Content-Type-Options: nosniff,
+// X-Frame-Options: DENY, Referrer-Policy: no-referrer,
+// Content-Security-Policy: default-src 'none'; frame-ancestors 'none' and
+// Cache-Control: no-store. CORS allows only Options.CORSOrigins (default
+// http://localhost:8766, never "*"); a preflight from another origin gets
+// 403.
+//
+// # Observability
+//
+// agentmesh_http_requests_total{route,code} and
+// agentmesh_http_request_duration_seconds{route} are labelled with the route
+// pattern ("GET /v1/agents/{name}"), "unmatched" or "preflight", never the
+// raw path. Each request is logged at Info with method, route, status,
+// duration, request id and token name — never a token, a body or a query
+// string (the callback secret travels in one).
+//
+// # Concurrency
+//
+// A [Server] is safe for concurrent use; [Server.SetTokens] may be called
+// while it serves.
+package httpserver

@@ -1,0 +1,667 @@
+package httpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// Registry is what the server needs from the agent registry:
+// *registry.Registry implements it.
+type Registry interface {
+	Register(ctx context.Context, a registry.Agent) (registry.Agent, bool, error)
+	Get(ctx context.Context, name string) (registry.Agent, error)
+	List(ctx context.Context, opts registry.ListOptions) (registry.Page, error)
+	Delete(ctx context.Context, name string) error
+	Heartbeat(ctx context.Context, name string) (registry.Agent, error)
+}
+
+// Searcher ranks agents for a query: *discovery.Engine implements it.
+type Searcher interface {
+	Search(query string, q *discovery.Query) ([]discovery.Result, error)
+}
+
+// BreakerStates reports the circuit breakers for GET /health/deep:
+// *breaker.Set implements it.
+type BreakerStates interface {
+	States() map[string]breaker.Snapshot
+}
+
+// DefaultCORSOrigin is the only origin allowed by CORS when
+// Options.CORSOrigins is empty.
+const DefaultCORSOrigin = "http://localhost:8766"
+
+// MaxWait is the longest long-poll of GET /v1/delegations/{id}?wait=; a
+// longer wait is shortened to it.
+const MaxWait = 60 * time.Second
+
+// Options configures a [Server]. A nil *Options, like the zero value of
+// every field, means the documented default; New copies the options.
+type Options struct {
+	// Token is the MESH_TOKEN: one token granting every scope, named
+	// MeshTokenName. Empty means none.
+	Token string
+
+	// Tokens are the entries of the tokens file, each with its own name
+	// and scopes; several may be valid at once (rotation).
+	// [Server.SetTokens] replaces them while the server runs. New fails
+	// when neither Token nor Tokens is set: the server is fail-closed, and
+	// a host with no token should generate one ([GenerateToken]).
+	Tokens []Token
+
+	// RateLimit is the request budget of each token (by name), as a token
+	// bucket. Responses to authenticated requests carry the RateLimit-*
+	// and X-RateLimit-* headers; a request over budget gets 429
+	// rate_limited with Retry-After. Zero means no limit.
+	RateLimit RateLimit
+
+	// AuthFailureLimit is the budget of failed authentication attempts
+	// (wrong credentials) per client IP. Once spent, every request from
+	// that IP to an authenticated route gets 429 before its credentials
+	// are even checked, so tokens cannot be brute-forced. Zero means
+	// DefaultAuthFailures per DefaultAuthFailurePeriod (20 per minute).
+	AuthFailureLimit RateLimit
+
+	// ClientIP returns the client address used by AuthFailureLimit. Nil
+	// means the host of r.RemoteAddr; behind a trusted reverse proxy,
+	// return the address it reports instead.
+	ClientIP func(r *http.Request) string
+
+	// CORSOrigins are the origins browsers may call the API from
+	// (MESH_CORS_ORIGIN). Empty means DefaultCORSOrigin only. "*" is
+	// refused: New fails.
+	CORSOrigins []string
+
+	// PublicURL is the server's public base URL (MESH_PUBLIC_URL), used
+	// for absolute URLs in Link headers. Empty means relative links.
+	PublicURL string
+
+	// MaxBodyBytes caps request bodies: larger ones get 413
+	// payload_too_large. Zero or less means DefaultMaxBodyBytes (1 MiB).
+	// The async callback route keeps the delegation package's own limit
+	// (a result may be up to 4 MiB).
+	MaxBodyBytes int64
+
+	// Logger receives one Info record per request (method, route pattern,
+	// status, duration, request id, token name — never a token, a body or
+	// a query string) and the causes of 5xx responses at Error. Nil means
+	// discard.
+	Logger *slog.Logger
+
+	// Now is the clock of the rate limiters. Nil means time.Now.
+	Now func() time.Time
+
+	// Metrics is where the agentmesh_http_* metrics are registered and
+	// what GET /metrics exposes. Nil means a private registry (with the
+	// Go and process collectors). Collectors already registered by
+	// another Server on the same registry are shared.
+	Metrics *prometheus.Registry
+
+	// NoMetricsRoute leaves GET /metrics off this handler, for a host that
+	// serves [Server.MetricsHandler] on its own listener (--metrics-addr).
+	NoMetricsRoute bool
+
+	// StorePing checks that the store is reachable, for GET /health/deep
+	// (a cheap read; it gets a 2 s deadline). Nil means not checked.
+	StorePing func(ctx context.Context) error
+
+	// Breakers reports the circuit breakers for GET /health/deep. Nil
+	// means none are reported.
+	Breakers BreakerStates
+
+	// LastReloadError returns the error of the last agent/token reload if
+	// it failed (the previous set stays in service), else nil; GET
+	// /health/deep reports it. Nil means no reloads.
+	LastReloadError func() error
+
+	// Reload reloads the agent directory and the tokens (POST
+	// /v1/admin/reload, scope admin) and returns a report, encoded as the
+	// JSON reply. A non-nil error means the reload failed and nothing
+	// changed: the reply is 422 reload_failed with the error's text (a
+	// configuration problem, shown to the admin) and the report as
+	// details. Nil means the route is not served.
+	Reload func(ctx context.Context) (report any, err error)
+}
+
+// Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
+// authentication and scopes, rate limits, CORS, security headers and error
+// encoding around the registry, discovery and delegation libraries. It
+// starts no listener and no goroutine.
+//
+// A Server is safe for concurrent use. Use [New]; the zero Server is not
+// usable.
+type Server struct {
+	reg    Registry
+	search Searcher
+	del    Delegations
+
+	mux *http.ServeMux
+
+	meshToken string
+	tokens    atomic.Pointer[tokenSet]
+
+	rateLimit RateLimit
+	perToken  *limiters
+	failLimit RateLimit
+	failures  *limiters
+	clientIP  func(*http.Request) string
+
+	origins   map[string]bool
+	publicURL string
+	maxBody   int64
+	log       *slog.Logger
+	now       func() time.Time
+	metrics   *httpMetrics
+
+	storePing  func(context.Context) error
+	breakers   BreakerStates
+	reloadErr  func() error
+	reloadFunc func(context.Context) (any, error)
+
+	idPrefix string
+	idSeq    atomic.Uint64
+}
+
+// Route labels of requests that matched no route pattern.
+const (
+	routeUnmatched = "unmatched"
+	routePreflight = "preflight"
+)
+
+// New returns a server for the registry reg and the discovery engine
+// search (both required) and the delegation client del (nil leaves the
+// delegation routes out: they answer 404), configured by opts.
+func New(reg Registry, search Searcher, del Delegations, opts *Options) (*Server, error) {
+	if reg == nil || search == nil {
+		return nil, errors.New("httpserver: New needs a Registry and a Searcher")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	s := &Server{
+		reg:        reg,
+		search:     search,
+		del:        del,
+		mux:        http.NewServeMux(),
+		meshToken:  o.Token,
+		rateLimit:  o.RateLimit,
+		failLimit:  o.AuthFailureLimit,
+		clientIP:   o.ClientIP,
+		publicURL:  strings.TrimRight(o.PublicURL, "/"),
+		maxBody:    o.MaxBodyBytes,
+		log:        o.Logger,
+		now:        o.Now,
+		storePing:  o.StorePing,
+		breakers:   o.Breakers,
+		reloadErr:  o.LastReloadError,
+		reloadFunc: o.Reload,
+	}
+	if o.Token == "" && len(o.Tokens) == 0 {
+		return nil, errors.New("httpserver: no token configured (set Options.Token or Options.Tokens; GenerateToken makes one)")
+	}
+	set, err := buildTokens(o.Token, o.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	s.tokens.Store(set)
+	if s.publicURL != "" {
+		u, err := url.Parse(s.publicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("httpserver: PublicURL %q must be an absolute http or https URL without userinfo, query or fragment", o.PublicURL)
+		}
+	}
+	s.origins = make(map[string]bool)
+	origins := o.CORSOrigins
+	if len(origins) == 0 {
+		origins = []string{DefaultCORSOrigin}
+	}
+	for _, origin := range origins {
+		origin = strings.TrimRight(strings.TrimSpace(origin), "/")
+		u, err := url.Parse(origin)
+		if origin == "*" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.User != nil {
+			return nil, fmt.Errorf("httpserver: CORS origin %q must be scheme://host[:port] (never *)", origin)
+		}
+		s.origins[origin] = true
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.clientIP == nil {
+		s.clientIP = remoteIP
+	}
+	if s.failLimit.IsZero() {
+		s.failLimit = RateLimit{Requests: DefaultAuthFailures, Per: DefaultAuthFailurePeriod}
+	}
+	s.perToken = newLimiters(s.rateLimit, 10_000)
+	s.failures = newLimiters(s.failLimit, 100_000)
+	if s.metrics, err = newHTTPMetrics(o.Metrics); err != nil {
+		return nil, err
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s.idPrefix = hex.EncodeToString(b[:]) + "-"
+
+	s.routes(!o.NoMetricsRoute)
+	return s, nil
+}
+
+// SetTokens atomically replaces the tokens of the tokens file
+// (Options.Tokens) while the server runs; Options.Token stays valid.
+// Requests already authenticated are not affected. On error the previous
+// tokens stay in service. With no Options.Token, an empty list makes every
+// authenticated route answer 401 (fail-closed).
+func (s *Server) SetTokens(tokens []Token) error {
+	set, err := buildTokens(s.meshToken, tokens)
+	if err != nil {
+		return err
+	}
+	s.tokens.Store(set)
+	return nil
+}
+
+// Handle mounts h at pattern (a [http.ServeMux] pattern such as "/mcp")
+// behind the server's authentication, rate limit, CORS, security headers,
+// body limit, metrics and logs: a request reaches h only with a valid
+// token holding scope (any scope when scope is ""). h can read the caller
+// with [IdentityFrom]. Call Handle before serving; an invalid pattern or
+// one that conflicts with a route of the server is an error.
+func (s *Server) Handle(pattern string, h http.Handler, scope Scope) (err error) {
+	if h == nil {
+		return errors.New("httpserver: Handle needs a handler")
+	}
+	if scope != "" && scopeBit(scope) == 0 {
+		return fmt.Errorf("httpserver: unknown scope %q", scope)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("httpserver: cannot mount %q: %v", pattern, p)
+		}
+	}()
+	s.handle(pattern, authScope, scope, func(w *recorder, r *http.Request) {
+		r = r.WithContext(WithIdentity(r.Context(), w.identity))
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		h.ServeHTTP(w, r)
+	})
+	return nil
+}
+
+// MetricsHandler returns the Prometheus exposition of the server's metrics
+// registry, for a host that serves it on its own listener.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
+
+// authMode says how a route authenticates.
+type authMode int
+
+const (
+	authNone     authMode = iota // public
+	authScope                    // a valid token with the route's scope
+	authCallback                 // the callback secret, or optionally a token
+)
+
+// handle registers a route: h runs once the request is routed and
+// authorised.
+func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *recorder, r *http.Request)) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := w.(*recorder)
+		if !ok { // only the server calls the mux, always with a recorder
+			s.ServeHTTP(w, r)
+			return
+		}
+		rec.routed = true
+		rec.route = pattern
+		switch mode {
+		case authScope:
+			if !s.authorize(rec, r, scope) {
+				return
+			}
+		case authCallback:
+			if _, present := credentials(r); present {
+				if id, ok := s.lookup(r); ok {
+					rec.identity, rec.authed = id, true
+					r = r.WithContext(WithIdentity(r.Context(), id))
+				}
+			}
+		}
+		h(rec, r)
+	})
+}
+
+// ServeHTTP serves one request: security headers and a request id on every
+// response, CORS, path checks, routing, and JSON errors for everything the
+// mux would answer in plain text (404, 405).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w, s: s, r: r, start: time.Now()}
+	rec.id = s.requestID(r)
+	h := w.Header()
+	h.Set("X-Request-Id", rec.id)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	h.Set("Cache-Control", "no-store")
+	defer s.finish(rec)
+
+	if origin := r.Header.Get("Origin"); origin != "" && s.cors(rec, r, origin) {
+		return
+	}
+	// Paths the mux would redirect (dot segments, double slashes) are
+	// refused rather than redirected: an API client never needs it.
+	if p := r.URL.EscapedPath(); p == "" || p[0] != '/' || p != cleanPath(p) {
+		rec.routed, rec.route = true, routeUnmatched
+		writeError(rec, errorf(http.StatusNotFound, CodeNotFound, "no such route (the path is not canonical)"))
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+// cors applies the CORS allow-list and answers preflight requests. It
+// reports whether the request was answered.
+func (s *Server) cors(rec *recorder, r *http.Request, origin string) bool {
+	h := rec.Header()
+	h.Add("Vary", "Origin")
+	allowed := s.origins[origin]
+	if allowed {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Expose-Headers",
+			"Link, Location, Retry-After, X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, "+
+				"X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Mcp-Session-Id")
+	}
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	rec.routed, rec.route = true, routePreflight
+	if !allowed {
+		writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied, "CORS: the origin is not allowed"))
+		return true
+	}
+	h.Add("Vary", "Access-Control-Request-Method")
+	h.Add("Vary", "Access-Control-Request-Headers")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+	h.Set("Access-Control-Allow-Headers",
+		"Authorization, Content-Type, X-API-Key, X-Request-Id, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID")
+	h.Set("Access-Control-Max-Age", "600")
+	rec.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// unrouted answers a request the mux found no route for, in place of the
+// mux's plain-text 404 or 405 (or a redirect, which the path check makes
+// unreachable): /v1 paths need a valid token first, so the API's shape is
+// not shown to strangers.
+func (s *Server) unrouted(rec *recorder, status int) {
+	rec.routed, rec.route = true, routeUnmatched
+	r := rec.r
+	h := rec.Header()
+	allow := h.Get("Allow")
+	h.Del("Location")
+	h.Del("Allow")
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		if _, ok := s.authenticate(rec, r); !ok {
+			return
+		}
+	}
+	if status == http.StatusMethodNotAllowed {
+		h.Set("Allow", allow)
+		writeError(rec, errorf(status, CodeMethodNotAllowed, "method %s is not allowed on this route (allowed: %s)", r.Method, allow))
+		return
+	}
+	writeError(rec, errorf(http.StatusNotFound, CodeNotFound, "no such route"))
+}
+
+// authorize authenticates the request, spends its token's rate budget and
+// checks scope. On failure it has written the response.
+func (s *Server) authorize(rec *recorder, r *http.Request, scope Scope) bool {
+	id, ok := s.authenticate(rec, r)
+	if !ok {
+		return false
+	}
+	if s.perToken != nil {
+		now := s.now()
+		q := s.perToken.take(id.Name, now)
+		setRateHeaders(rec.Header(), s.rateLimit, q, now)
+		if !q.allowed {
+			writeError(rec, errorf(http.StatusTooManyRequests, CodeRateLimited,
+				"rate limit of %s exceeded; retry after %s s", s.rateLimit, rec.Header().Get("Retry-After")))
+			return false
+		}
+	}
+	if scope != "" && !id.Has(scope) {
+		writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied,
+			"the token %q lacks the scope %q this route needs", id.Name, scope))
+		return false
+	}
+	return true
+}
+
+// authenticate checks the request's credentials. A client IP that spent
+// its failed-attempt budget is refused (429) before its credentials are
+// looked at; a wrong token spends from that budget. On failure it has
+// written the response.
+func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
+	now := s.now()
+	ip := s.clientIP(r)
+	if q := s.failures.peek(ip, now); !q.allowed {
+		setRateHeaders(rec.Header(), s.failLimit, q, now)
+		writeError(rec, errorf(http.StatusTooManyRequests, CodeRateLimited,
+			"too many failed authentication attempts; retry after %s s", rec.Header().Get("Retry-After")))
+		return Identity{}, false
+	}
+	if id, ok := s.lookup(r); ok {
+		rec.identity, rec.authed = id, true
+		return id, true
+	}
+	_, present := credentials(r)
+	msg := "missing credentials: send Authorization: Bearer <token> or X-API-Key: <token>"
+	if present {
+		msg = "invalid credentials"
+		s.failures.take(ip, now)
+	}
+	rec.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
+	writeError(rec, errorf(http.StatusUnauthorized, CodeUnauthenticated, "%s", msg))
+	return Identity{}, false
+}
+
+// lookup returns the identity of the request's token, if it is valid.
+func (s *Server) lookup(r *http.Request) (Identity, bool) {
+	tok, _ := credentials(r)
+	if tok == "" || len(tok) > 4096 {
+		return Identity{}, false
+	}
+	e, ok := s.tokens.Load().lookup(tok)
+	if !ok {
+		return Identity{}, false
+	}
+	return Identity{Name: e.name, scopes: e.scopes}, true
+}
+
+// fail writes e; the cause of a 5xx is logged with the request id.
+func (s *Server) fail(rec *recorder, e *apiError) {
+	if e.status >= 500 {
+		cause := e.cause
+		if cause == nil {
+			cause = errors.New(e.msg)
+		}
+		level := slog.LevelError
+		if e.status != http.StatusInternalServerError {
+			level = slog.LevelWarn // shutting down, or the client went away
+		}
+		s.log.LogAttrs(rec.r.Context(), level, "request failed",
+			slog.String("request_id", rec.id), slog.String("route", rec.route), slog.String("err", cause.Error()))
+	}
+	writeError(rec, e)
+}
+
+// finish recovers a panicking handler, then records the request's metrics
+// and log line.
+func (s *Server) finish(rec *recorder) {
+	p := recover()
+	if p != nil {
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		s.log.LogAttrs(rec.r.Context(), slog.LevelError, "handler panic",
+			slog.String("request_id", rec.id), slog.String("route", rec.route), slog.Any("panic", p))
+		if !rec.wroteHeader {
+			rec.routed, rec.swallow = true, false
+			writeError(rec, internal(nil))
+			p = nil
+		}
+	}
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	route := rec.route
+	if route == "" {
+		route = routeUnmatched
+	}
+	d := time.Since(rec.start)
+	s.metrics.observe(route, status, d)
+	ctx := rec.r.Context()
+	if s.log.Enabled(ctx, slog.LevelInfo) {
+		attrs := []slog.Attr{
+			slog.String("method", rec.r.Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Duration("duration", d),
+			slog.String("request_id", rec.id),
+			slog.Int64("bytes", rec.size),
+		}
+		if rec.authed {
+			attrs = append(attrs, slog.String("token", rec.identity.Name))
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)
+	}
+	if p != nil {
+		// The response was under way: abort it so the client sees a broken
+		// reply, not a truncated one that looks whole.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// requestID returns the request's X-Request-Id when it is a sane one (1–64
+// characters of [A-Za-z0-9._:-]), else a new one.
+func (s *Server) requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-')
+	}) {
+		return id
+	}
+	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 36)
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// cleanPath is net/http's canonical form of a path: what the mux would
+// redirect to.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			np = p
+		} else {
+			np += "/"
+		}
+	}
+	return np
+}
+
+// recorder wraps the ResponseWriter of one request: it records the status
+// and size for metrics and logs, carries the request's state (route,
+// identity, id), and turns the mux's own plain-text errors into JSON.
+type recorder struct {
+	http.ResponseWriter
+	s     *Server
+	r     *http.Request
+	start time.Time
+
+	id       string
+	route    string
+	routed   bool // a route (or the server itself) owns the response
+	identity Identity
+	authed   bool
+
+	status      int
+	wroteHeader bool
+	swallow     bool // the body being written is the mux's, replaced by JSON
+	size        int64
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !w.routed {
+		w.s.unrouted(w, code)
+		w.swallow = true
+		return
+	}
+	w.status, w.wroteHeader = code, true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+		if w.swallow {
+			return len(b), nil
+		}
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.size += int64(n)
+	return n, err
+}
+
+// Flush lets streaming handlers (MCP's server-sent events) flush.
+func (w *recorder) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController access to the underlying writer.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
