@@ -1,7 +1,9 @@
 package boltstore
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -21,15 +23,51 @@ const (
 	stateCancelled
 )
 
-// request is one UpdateAgent call waiting for the committer.
+// request is one write waiting for the committer: an UpdateAgent,
+// PutDelegations, UpdateDelegation, SaveBreaker or DeleteBreaker call.
 type request struct {
-	name  string
-	fn    func(cur *registry.Agent) (*registry.Agent, error)
+	// op names the call in errors: `update agent "finance"`.
+	op string
+	// apply makes the write in tx. It must leave tx unchanged when it
+	// returns an error, unless the error is an *abortError, which rolls
+	// back the whole transaction.
+	apply func(tx *bbolt.Tx) error
 	state atomic.Int32
 
 	// Set by the committer before it closes done.
 	err  error
 	done chan struct{}
+}
+
+// abortError is returned by a request's apply when a write failed after
+// other writes of the same request were made: the transaction can no
+// longer be committed without a partial request in it, so the committer
+// rolls it back and fails every request of the batch with err. Validation
+// before the first write makes this unreachable short of a damaged file.
+type abortError struct{ err error }
+
+func (e *abortError) Error() string { return e.err.Error() }
+func (e *abortError) Unwrap() error { return e.err }
+
+// submit queues r for the committer and waits for its outcome. If ctx is
+// done before the committer takes r, submit withdraws it and returns ctx's
+// error (nothing is written); once taken, it waits for the commit and
+// reports what happened.
+func (s *Store) submit(ctx context.Context, r *request) error {
+	r.done = make(chan struct{})
+	if !s.enqueue(r) {
+		return fmt.Errorf("boltstore: %s: %w", r.op, ErrClosed)
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(stateQueued, stateCancelled) {
+			return ctx.Err()
+		}
+		<-r.done // the committer has it: report what happened
+		return r.err
+	}
 }
 
 // enqueue queues r for the committer and wakes it. It reports false when
@@ -96,10 +134,10 @@ func (s *Store) run() {
 }
 
 // commit applies batch in one write transaction. Each request runs
-// against the transaction in queue order; one whose fn fails (or whose
-// record cannot be encoded) writes nothing and keeps its own error, the
-// others commit together. If the commit itself fails, every request that
-// had not already failed gets the commit's error.
+// against the transaction in queue order; one whose apply fails writes
+// nothing and keeps its own error, the others commit together. If the
+// commit itself fails, or a request aborts the transaction (an
+// *abortError), every request that had not already failed gets that error.
 func (s *Store) commit(batch []*request) {
 	taken := batch[:0] // filtered in place
 	for _, r := range batch {
@@ -111,34 +149,40 @@ func (s *Store) commit(batch []*request) {
 		return
 	}
 	err := s.update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketAgents)
 		for _, r := range taken {
-			r.err = apply(b, r)
+			r.err = r.apply(tx)
+			var abort *abortError
+			if errors.As(r.err, &abort) {
+				r.err = nil // reported below, like every other request's
+				return abort.err
+			}
 		}
 		return nil
 	})
 	s.commits.Add(1)
 	for _, r := range taken {
 		if err != nil && r.err == nil {
-			r.err = fmt.Errorf("boltstore: update agent %q: %w", r.name, err)
+			r.err = fmt.Errorf("boltstore: %s: %w", r.op, err)
 		}
 		close(r.done)
 	}
 }
 
-// apply runs one request against the agents bucket b. It returns fn's
-// error unchanged, or an error of its own; on error nothing is written.
-func apply(b *bbolt.Bucket, r *request) error {
-	key := []byte(r.name)
+// applyAgent is the apply of an UpdateAgent call: it runs fn against the
+// agents bucket of tx. It returns fn's error unchanged, or an error of its
+// own; on error nothing is written.
+func applyAgent(tx *bbolt.Tx, name string, fn func(cur *registry.Agent) (*registry.Agent, error)) error {
+	b := tx.Bucket(bucketAgents)
+	key := []byte(name)
 	var cur *registry.Agent
 	if v := b.Get(key); v != nil {
 		var a registry.Agent
-		if err := decodeAgent(r.name, v, &a); err != nil {
-			return fmt.Errorf("boltstore: update agent %q: %w", r.name, err)
+		if err := decodeAgent(name, v, &a); err != nil {
+			return fmt.Errorf("boltstore: update agent %q: %w", name, err)
 		}
 		cur = &a
 	}
-	next, err := callFn(r, cur)
+	next, err := callFn(fn, cur, "update agent", name)
 	if err != nil {
 		return err // fn's error unchanged
 	}
@@ -146,23 +190,25 @@ func apply(b *bbolt.Bucket, r *request) error {
 		if cur == nil {
 			return nil
 		}
-		return wrapWrite(r.name, b.Delete(key))
+		return wrapWrite(name, b.Delete(key))
 	}
 	v, err := json.Marshal(next)
 	if err != nil {
-		return fmt.Errorf("boltstore: update agent %q: encode: %w", r.name, err)
+		return fmt.Errorf("boltstore: update agent %q: encode: %w", name, err)
 	}
-	return wrapWrite(r.name, b.Put(key, v))
+	return wrapWrite(name, b.Put(key, v))
 }
 
-// callFn calls r.fn, turning a panic into an error.
-func callFn(r *request, cur *registry.Agent) (next *registry.Agent, err error) {
+// callFn calls the update function fn of an UpdateAgent or
+// UpdateDelegation call, turning a panic into an error. op and key name
+// the call in that error.
+func callFn[T any](fn func(cur *T) (*T, error), cur *T, op, key string) (next *T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			next, err = nil, fmt.Errorf("boltstore: update agent %q: update function panicked: %v", r.name, p)
+			next, err = nil, fmt.Errorf("boltstore: %s %q: update function panicked: %v", op, key, p)
 		}
 	}()
-	return r.fn(cur)
+	return fn(cur)
 }
 
 func wrapWrite(name string, err error) error {
@@ -193,7 +239,7 @@ func (s *Store) failPending() {
 	s.mu.Unlock()
 	for _, r := range batch {
 		if r.state.CompareAndSwap(stateQueued, stateTaken) {
-			r.err = fmt.Errorf("boltstore: update agent %q: %w", r.name, ErrClosed)
+			r.err = fmt.Errorf("boltstore: %s: %w", r.op, ErrClosed)
 			close(r.done)
 		}
 	}

@@ -45,6 +45,8 @@ const SchemaVersion = 1
 type schema struct {
 	version uint64
 	buckets [][]byte
+	// nested lists, by top-level bucket, the buckets created inside it.
+	nested map[string][][]byte
 	// migrations[v] upgrades a store at version v to version v+1, inside
 	// the transaction that then records the new version. A store at
 	// version v < version needs migrations v, v+1, …, version-1.
@@ -58,6 +60,13 @@ func currentSchema() schema {
 		buckets: [][]byte{
 			bucketMeta, bucketAgents, bucketDelegations, bucketSessions,
 			bucketSessionsByUser, bucketBreakers, bucketAudit,
+		},
+		// Nested buckets can be added to a version without a migration:
+		// Open creates the missing ones, and a store whose parent bucket
+		// was empty (every store, before the feature existed) is then the
+		// same as a new one.
+		nested: map[string][][]byte{
+			string(bucketDelegations): delegationBucketNames,
 		},
 		// Version 1 is the first: nothing to migrate from yet. A change of
 		// layout adds an entry here and bumps SchemaVersion.
@@ -323,8 +332,14 @@ func prepare(db *bbolt.DB, sc schema) (from uint64, err error) {
 // layout creates every bucket of sc that tx lacks and records sc.version.
 func layout(tx *bbolt.Tx, sc schema) error {
 	for _, name := range sc.buckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+		b, err := tx.CreateBucketIfNotExists(name)
+		if err != nil {
 			return fmt.Errorf("%w: bucket %q: %w", ErrCorrupt, name, err)
+		}
+		for _, child := range sc.nested[string(name)] {
+			if _, err := b.CreateBucketIfNotExists(child); err != nil {
+				return fmt.Errorf("%w: bucket %q in %q: %w", ErrCorrupt, child, name, err)
+			}
 		}
 	}
 	return tx.Bucket(bucketMeta).Put(keySchemaVersion, strconv.AppendUint(nil, sc.version, 10))

@@ -90,6 +90,8 @@ type Store struct {
 	closeErr  error
 
 	commits atomic.Uint64 // committed transactions, for tests and benchmarks
+
+	pruneChunkDone func() // test hook: called after each chunk of a prune commits
 }
 
 // GetAgent returns the agent stored under name, token included, or an
@@ -187,20 +189,10 @@ func (s *Store) UpdateAgent(ctx context.Context, name string, fn func(cur *regis
 	case len(name) > bbolt.MaxKeySize:
 		return fmt.Errorf("boltstore: update agent: name is %d bytes, more than %d", len(name), bbolt.MaxKeySize)
 	}
-	r := &request{name: name, fn: fn, done: make(chan struct{})}
-	if !s.enqueue(r) {
-		return fmt.Errorf("boltstore: update agent %q: %w", name, ErrClosed)
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(stateQueued, stateCancelled) {
-			return ctx.Err()
-		}
-		<-r.done // the committer has it: report what happened
-		return r.err
-	}
+	return s.submit(ctx, &request{
+		op:    fmt.Sprintf("update agent %q", name),
+		apply: func(tx *bbolt.Tx) error { return applyAgent(tx, name, fn) },
+	})
 }
 
 // Close stops the committer, fails the writes still queued with

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -22,6 +24,18 @@ func openTemp(t testing.TB) *Store {
 
 func TestAgentStore(t *testing.T) {
 	storetest.TestAgentStore(t, func(t *testing.T) registry.Store {
+		return openTemp(t)
+	}, &storetest.Options{ErrClosed: ErrClosed})
+}
+
+func TestDelegationStore(t *testing.T) {
+	storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
+		return openTemp(t)
+	}, &storetest.Options{ErrClosed: ErrClosed})
+}
+
+func TestBreakerStore(t *testing.T) {
+	storetest.TestBreakerStore(t, func(t *testing.T) breaker.Store {
 		return openTemp(t)
 	}, &storetest.Options{ErrClosed: ErrClosed})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -23,10 +24,13 @@ var _ registry.Store = (*Store)(nil)
 // same. A Store is safe for concurrent use by multiple goroutines. It must
 // not be copied after first use.
 type Store struct {
-	mu     sync.RWMutex
-	agents map[string]entry
-	rev    uint64 // revision of the last write
-	closed bool
+	mu          sync.RWMutex
+	agents      map[string]entry
+	delegations map[string]*record // by ID
+	order       []*record          // the delegations by CreatedAt, then ID
+	breakers    map[string]breaker.Snapshot
+	rev         uint64 // revision of the last write
+	closed      bool
 }
 
 // entry is a stored record and the revision that wrote it. The revision
@@ -161,6 +165,6 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.agents = nil
+	s.agents, s.delegations, s.order, s.breakers = nil, nil, nil, nil
 	return nil
 }

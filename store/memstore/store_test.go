@@ -3,6 +3,8 @@ package memstore_test
 import (
 	"testing"
 
+	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -20,4 +22,33 @@ func TestZeroValueIsUsable(t *testing.T) {
 	storetest.TestAgentStore(t, func(t *testing.T) registry.Store {
 		return new(memstore.Store)
 	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+}
+
+func TestDelegationStore(t *testing.T) {
+	storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
+		s := memstore.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+}
+
+func TestBreakerStore(t *testing.T) {
+	storetest.TestBreakerStore(t, func(t *testing.T) breaker.Store {
+		s := memstore.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+}
+
+func TestZeroValueIsUsableForEveryStore(t *testing.T) {
+	t.Run("Delegation", func(t *testing.T) {
+		storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
+			return new(memstore.Store)
+		}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+	})
+	t.Run("Breaker", func(t *testing.T) {
+		storetest.TestBreakerStore(t, func(t *testing.T) breaker.Store {
+			return new(memstore.Store)
+		}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+	})
 }
