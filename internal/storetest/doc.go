@@ -11,11 +11,13 @@
 //		}, &storetest.Options{ErrClosed: memstore.ErrClosed})
 //	}
 //
-// There is one file and one Test… function per interface: [TestAgentStore]
-// for [registry.Store]. Suites for the delegation, session and breaker
-// stores will join it. Each case runs as a subtest named after the rule it
-// checks, against a fresh store from the factory, so a failure names the
-// broken rule.
+// There is one file and one Test… function per interface:
+// [TestAgentStore] for [registry.Store], [TestDelegationStore] for
+// [delegation.Store] and [TestBreakerStore] for [breaker.Store]. The
+// session store's suite will join them. Each case runs as a subtest named
+// after the rule it checks, against a fresh store from the factory, so a
+// failure names the broken rule. The suite's own tests run it against
+// stores with planted bugs and check that the guarding case fails.
 //
 // # What the suite allows
 //
@@ -25,7 +27,9 @@
 //   - time values are compared with [time.Time.Equal] after dropping the
 //     location and monotonic clock reading: the instant, to the
 //     nanosecond, must survive, the zone need not;
-//   - a nil slice or map and an empty one are treated as equal.
+//   - a nil slice or map and an empty one are treated as equal;
+//   - a delegation record's Result is compared as JSON (a store may
+//     compact it or escape HTML characters).
 //
 // # Concurrency
 //
@@ -35,8 +39,9 @@
 // # Errors
 //
 // The suite expects missing records to be reported with errors wrapping
-// the interface's not-found sentinel (here [registry.ErrNotFound]), a done
-// context to fail a call with the context's error, and — when the store
-// has a Close() error method — every call after Close to fail, with an
-// error wrapping [Options.ErrClosed] when that is set.
+// the interface's not-found sentinel ([registry.ErrNotFound],
+// [delegation.ErrNotFound]), a done context to fail a call with the
+// context's error, and — when the store has a Close() error method — every
+// call after Close to fail, with an error wrapping [Options.ErrClosed]
+// when that is set.
 package storetest

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -210,6 +212,22 @@ func TestZeroStoreIsInert(t *testing.T) {
 	assert.ErrorIs(t, err, ErrClosed)
 	err = s.UpdateAgent(t.Context(), "x", func(*registry.Agent) (*registry.Agent, error) { return nil, nil })
 	assert.ErrorIs(t, err, ErrClosed)
+
+	assert.ErrorIs(t, s.PutDelegations(t.Context(), []delegation.Record{{ID: "x"}}), ErrClosed)
+	assert.ErrorIs(t, s.PutDelegations(t.Context(), nil), ErrClosed)
+	err = s.UpdateDelegation(t.Context(), "x", func(cur *delegation.Record) (*delegation.Record, error) { return cur, nil })
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.GetDelegation(t.Context(), "x")
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.ListDelegations(t.Context(), delegation.ListFilter{})
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.PruneDelegations(t.Context(), time.Now(), 0)
+	assert.ErrorIs(t, err, ErrClosed)
+
+	_, err = s.LoadBreakers(t.Context())
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, s.SaveBreaker(t.Context(), "x", breaker.Snapshot{Multiplier: 1}), ErrClosed)
+	assert.ErrorIs(t, s.DeleteBreaker(t.Context(), "x"), ErrClosed)
 	assert.NoError(t, s.Close())
 }
 

@@ -59,6 +59,12 @@ func appendTime(b []byte, t time.Time) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
 }
 
+// timeKey returns the key form of t.
+func timeKey(t time.Time) (k [timeKeyLen]byte) {
+	appendTime(k[:0], t) // fits: cap is timeKeyLen
+	return k
+}
+
 // appendAttr appends s with a 2-byte length in front, so that the keys of
 // one status or target share a prefix that no other value's keys start
 // with.
@@ -83,10 +89,14 @@ type indexKeys struct {
 // keysOf returns the index keys of rec. A final record's finish time is
 // FinishedAt, or UpdatedAt when FinishedAt is nil.
 func keysOf(rec *delegation.Record) indexKeys {
-	k := indexKeys{status: string(rec.Status), target: rec.TargetAgent, final: rec.Status.Final()}
-	appendTime(k.created[:0], rec.CreatedAt)
+	k := indexKeys{
+		created: timeKey(rec.CreatedAt),
+		final:   rec.Status.Final(),
+		status:  string(rec.Status),
+		target:  rec.TargetAgent,
+	}
 	if k.final {
-		appendTime(k.finished[:0], finishTime(rec))
+		k.finished = timeKey(finishTime(rec))
 	}
 	return k
 }

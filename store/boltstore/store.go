@@ -21,7 +21,7 @@ import (
 // them with the path or the name involved.
 var (
 	// ErrClosed is returned by every method after [Store.Close], and by
-	// [Store.UpdateAgent] calls still queued when Close ran.
+	// writes still queued when Close ran.
 	ErrClosed = errors.New("boltstore: closed")
 
 	// ErrLocked is returned by [Open] when another process (or another
@@ -30,9 +30,9 @@ var (
 	ErrLocked = errors.New("boltstore: file is locked by another process")
 
 	// ErrCorrupt is returned by [Open] for a file that is damaged, truncated
-	// or not a bbolt database at all, and by reads that find a record they
-	// cannot decode. The file is never reset or repaired: move it aside or
-	// restore a backup.
+	// or not a bbolt database at all, and by reads and writes that find a
+	// record they cannot decode. The file is never reset or repaired: move
+	// it aside or restore a backup.
 	ErrCorrupt = errors.New("boltstore: file is damaged or not a bbolt database")
 
 	// ErrNotStore is returned by [Open] for a file that is not an agentmesh
@@ -64,12 +64,12 @@ type Options struct {
 
 var _ registry.Store = (*Store)(nil)
 
-// Store is a [registry.Store] kept in one bbolt file. Open it with [Open]
-// and release it with [Store.Close].
+// Store is a [registry.Store], [delegation.Store] and [breaker.Store] kept
+// in one bbolt file. Open it with [Open] and release it with [Store.Close].
 //
 // A Store is safe for concurrent use by multiple goroutines. It owns one
-// committer goroutine, which applies every queued [Store.UpdateAgent] in
-// one fsync'd transaction (a group commit); Close stops it.
+// committer goroutine, which applies every queued write in one fsync'd
+// transaction (a group commit); Close stops it.
 //
 // The zero value is inert: every method returns an error wrapping
 // [ErrClosed], and Close returns nil.

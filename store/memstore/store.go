@@ -18,7 +18,8 @@ var ErrClosed = errors.New("memstore: closed")
 
 var _ registry.Store = (*Store)(nil)
 
-// Store is an in-memory [registry.Store].
+// Store is an in-memory [registry.Store], [delegation.Store] and
+// [breaker.Store].
 //
 // The zero value is an empty, open store ready to use; [New] returns the
 // same. A Store is safe for concurrent use by multiple goroutines. It must
