@@ -1,0 +1,232 @@
+package discovery
+
+import (
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// Options configure an [Engine]. A nil *Options, and the zero value of every
+// field, mean the documented default.
+type Options struct {
+	// Now returns the current time. Search uses it to leave out agents whose
+	// TTL has lapsed (registry.Agent.StaleAt): staleness is driven by time,
+	// and no event announces it. Nil means time.Now.
+	Now func() time.Time
+
+	// Available reports whether an agent can take work, typically that its
+	// circuit breaker is not open. Search leaves out agents for which it
+	// returns false unless Query.IncludeUnavailable is set. Nil means every
+	// agent is available.
+	//
+	// Available is called without any Engine lock held, possibly from
+	// several goroutines at once, and at most once per agent and search; it
+	// must be fast and may call the Engine.
+	Available func(name string) bool
+}
+
+// Engine ranks agents for a text query from an in-memory inverted index
+// (SPEC section 3).
+//
+// Feed it agents directly with [Engine.Put] and [Engine.Remove] (no
+// registry or store needed), or keep it current from a registry with
+// [Engine.Follow]. Queries touch only the postings of their terms and keep
+// the best results in a heap; they never scan all agents.
+//
+// The zero Engine is an empty engine with default options, ready to use.
+// An Engine is safe for concurrent use: searches run in parallel with each
+// other and are serialised only with updates, which take microseconds.
+type Engine struct {
+	now       func() time.Time
+	available func(name string) bool
+	params    scoring
+	text      textOptions
+
+	mu sync.RWMutex
+	ix *index // nil until the first update
+}
+
+// New returns an empty Engine configured by opts (nil means defaults).
+func New(opts *Options) *Engine {
+	e := &Engine{}
+	if opts != nil {
+		e.now = opts.Now
+		e.available = opts.Available
+	}
+	return e
+}
+
+func (e *Engine) scoring() *scoring {
+	if e.params.k1 == 0 {
+		return &defaultScoring
+	}
+	return &e.params
+}
+
+func (e *Engine) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
+}
+
+// index returns the index, creating it. e.mu must be held for writing.
+func (e *Engine) index() *index {
+	if e.ix == nil {
+		e.ix = newIndex(e.scoring())
+	}
+	return e.ix
+}
+
+// Put indexes a, replacing any agent of the same name. The engine keeps a
+// copy of a without its auth token (registry.Agent.Redacted); later changes
+// to a do not affect it.
+//
+// When the indexed content (name, displayName, capabilities, description,
+// examples) is unchanged, Put only replaces the stored record, so a
+// heartbeat costs no re-indexing. Any string is accepted as a name: the
+// engine does not validate agents.
+func (e *Engine) Put(a registry.Agent) {
+	a = a.Redacted()
+	own := agentWords(&a, &e.text)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ix := e.index()
+	if id, ok := ix.docIDs[a.Name]; ok {
+		if d := &ix.docs[id]; sameContent(&d.agent, &a) {
+			seg := d.seg
+			*d = makeDoc(a)
+			d.seg = seg
+			ix.ttl[id] = a.TTLSeconds > 0
+			return
+		}
+	}
+	an := analyze(&a, own, ix.knownWord, &e.text)
+	ix.put(a, own, &an, &e.text)
+}
+
+// Remove deletes the agent named name and reports whether it was indexed.
+func (e *Engine) Remove(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ix == nil {
+		return false
+	}
+	return e.ix.remove(name, &e.text)
+}
+
+// Reset replaces the engine's content with agents, as one update: searches
+// see either the old set or the new one. When names repeat, the last agent
+// wins.
+//
+// Reset analyses the whole set before indexing it, so the segmentation of
+// concatenated names ("airqualityforecast") uses the vocabulary of every
+// agent in the set; agents added later with Put are segmented against the
+// vocabulary indexed at that time.
+func (e *Engine) Reset(agents []registry.Agent) {
+	ix := newIndex(e.scoring())
+	ix.bulk = true
+	// The vocabulary first, so that every name is segmented against all
+	// the words of the set.
+	vocab := make(map[string]bool)
+	for i := range agents {
+		for _, w := range agentWords(&agents[i], &e.text) {
+			vocab[w] = true
+		}
+	}
+	known := func(w string) bool { return vocab[w] }
+	for _, a := range agents {
+		a = a.Redacted()
+		own := agentWords(&a, &e.text)
+		an := analyze(&a, own, known, &e.text)
+		ix.put(a, own, &an, &e.text)
+	}
+	ix.bulk = false
+	ix.recomputeBounds()
+	ix.compact()
+	e.mu.Lock()
+	e.ix = ix
+	e.mu.Unlock()
+}
+
+// Apply updates the index with a registry change event: EventPut and
+// EventHeartbeat put ev.Agent (a heartbeat only refreshes the stored record),
+// EventDelete removes it. Other event types are ignored.
+func (e *Engine) Apply(ev registry.Event) {
+	switch ev.Type {
+	case registry.EventPut, registry.EventHeartbeat:
+		e.Put(ev.Agent)
+	case registry.EventDelete:
+		e.Remove(ev.Agent.Name)
+	}
+}
+
+// Len returns the number of indexed agents.
+func (e *Engine) Len() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.ix == nil {
+		return 0
+	}
+	return e.ix.nDocs
+}
+
+// Source is what [Engine.Follow] needs from a registry: *registry.Registry
+// implements it. Subscribe must return the current agents and register fn
+// atomically, call fn for every later change in commit order and never
+// concurrently, and stop calling it once cancel returns.
+type Source interface {
+	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
+}
+
+// Follow makes the engine mirror src: it replaces the engine's content with
+// src's current agents (as [Engine.Reset] does) and applies every later
+// change event, until stop is called. stop is idempotent and safe for
+// concurrent use; after it returns, no more events are applied.
+//
+// Events that arrive while the snapshot is being indexed are queued and
+// applied after it, in order, so none is lost or applied out of order.
+func (e *Engine) Follow(src Source) (stop func()) {
+	f := &follower{e: e}
+	snapshot, cancel := src.Subscribe(f.event)
+	e.Reset(snapshot)
+	f.mu.Lock()
+	for _, ev := range f.pending {
+		e.Apply(ev)
+	}
+	f.pending, f.loaded = nil, true
+	f.mu.Unlock()
+
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			f.mu.Lock()
+			f.stopped = true
+			f.mu.Unlock()
+		})
+	}
+}
+
+// follower queues the events that arrive before Follow has indexed the
+// snapshot.
+type follower struct {
+	e       *Engine
+	mu      sync.Mutex
+	loaded  bool
+	stopped bool
+	pending []registry.Event
+}
+
+func (f *follower) event(ev registry.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.stopped:
+	case !f.loaded:
+		f.pending = append(f.pending, ev)
+	default:
+		f.e.Apply(ev)
+	}
+}
