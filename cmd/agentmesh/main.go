@@ -1,0 +1,67 @@
+// Command agentmesh is the agentmesh binary: the MCP server (stdio), the
+// HTTP control plane (serve), client commands against a running server, and
+// the evaluation tools. Run `agentmesh help` for the sub-commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentmesh/agentmesh/internal/buildinfo"
+)
+
+const usage = `agentmesh — agent discovery, delegation and routing
+
+Usage:
+  agentmesh [flags]                 MCP server on stdio (store: --db / AGENTMESH_DB)
+  agentmesh serve [flags]           HTTP control plane + MCP at /mcp + /health + /metrics
+  agentmesh agents list|get|register|rm|heartbeat ...
+                                    client commands against --server (MESH_URL) with MESH_TOKEN
+  agentmesh discover QUERY          client command: rank agents for a query
+  agentmesh delegate AGENT TASK [--async] [--wait]
+                                    client command: delegate a task
+  agentmesh eval discovery ...      measure discovery quality on a corpus and queries
+  agentmesh version                 print the version
+  agentmesh help                    show this help
+
+Run "agentmesh COMMAND -h" for the flags of a command; every flag can also
+be set through the environment variable shown next to it.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit code: 0 on
+// success, 1 on a failure, 2 on a usage error.
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || len(args[0]) > 0 && args[0][0] == '-' && !isHelp(args[0]) && args[0] != "--version" {
+		return runStdio(ctx, args, env, stdin, stdout, stderr)
+	}
+	switch cmd := args[0]; cmd {
+	case "serve":
+		return runServe(ctx, args[1:], env, stderr)
+	case "agents", "discover", "delegate":
+		return runClientCommand(ctx, cmd, args[1:], env, stdout, stderr)
+	case "eval":
+		return runEval(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "agentmesh", buildinfo.Version())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "agentmesh: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }

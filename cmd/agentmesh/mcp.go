@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/mcpserver"
+)
+
+// mountMCP serves the MCP tools over Streamable HTTP at /mcp, behind the
+// HTTP server's authentication; each tool call needs the scope of its tool.
+// Browsers from the CORS origins may call it cross-origin.
+func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
+	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{
+		Logger: log,
+		Authorize: func(ctx context.Context, req *mcp.CallToolRequest) error {
+			id, ok := httpserver.IdentityFrom(ctx)
+			if !ok {
+				return errors.New("no authenticated caller")
+			}
+			scope := httpserver.Scope(mcpserver.RequiredScope(req.Params.Name))
+			if scope != "" && !id.Has(scope) {
+				return fmt.Errorf("token %q lacks the %s scope", id.Name, scope)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	h, err := mcpserver.HTTPHandler(server, &mcpserver.HTTPOptions{TrustedOrigins: origins, Logger: log})
+	if err != nil {
+		return err
+	}
+	return srv.Handle("/mcp", h, "")
+}
+
+const stdioSynopsis = `agentmesh [flags]
+
+With no sub-command, agentmesh is an MCP server on stdio: point an MCP client
+(Claude Desktop, an IDE, an agent) at this command. Only protocol goes to
+stdout; logs go to stderr. Private endpoints (local agents) are allowed by
+default in this mode.`
+
+// runStdio serves the MCP tools on stdin/stdout until the client
+// disconnects or ctx is cancelled.
+func runStdio(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var cfg meshConfig
+	var allowHosts, logLevel string
+	f := newFlags("agentmesh", stdioSynopsis, stderr)
+	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
+	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt or memory")
+	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
+	f.String(&allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running `agentmesh serve` on the same store to receive them)")
+	f.String(&logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	if err := f.parse(args, env); err != nil {
+		return usageError(stderr, err)
+	}
+	if f.fs.NArg() > 0 {
+		return usageError(stderr, fmt.Errorf("unknown command %q (see agentmesh help)", f.fs.Arg(0)))
+	}
+	log, err := newLogger(stderr, logLevel, "text", "text")
+	if err != nil {
+		return usageError(stderr, err)
+	}
+	cfg.allowHosts = splitList(allowHosts)
+	cfg.log = log
+	m, err := openMesh(ctx, cfg)
+	if err != nil {
+		log.Error("agentmesh: cannot start", "err", err)
+		return 1
+	}
+	defer m.close(context.Background())
+	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log})
+	if err != nil {
+		log.Error("agentmesh: cannot start", "err", err)
+		return 1
+	}
+	transport := &mcp.IOTransport{Reader: nopReadCloser{stdin}, Writer: nopWriteCloser{stdout}}
+	if err := server.Run(ctx, transport); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		log.Error("agentmesh: MCP session ended", "err", err)
+		return 1
+	}
+	return 0
+}
+
+type nopReadCloser struct{ io.Reader }
+
+func (nopReadCloser) Close() error { return nil }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

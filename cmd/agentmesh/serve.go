@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentmesh/agentmesh/httpserver"
+)
+
+const serveSynopsis = `agentmesh serve [flags]
+
+Runs the HTTP control plane (SPEC 6) with MCP Streamable HTTP at /mcp,
+/health and /metrics. Authentication: MESH_TOKEN (one token with every
+scope) and/or --tokens-file; with neither, a token is generated and printed
+once to stderr.`
+
+type serveConfig struct {
+	mesh            meshConfig
+	addr            string
+	port            int
+	allowHosts      string
+	tokensFile      string
+	rateLimit       string
+	corsOrigins     string
+	metricsAddr     string
+	shutdownTimeout time.Duration
+	logLevel        string
+	logFormat       string
+	agentsDir       string
+	etcdEndpoints   string
+}
+
+func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
+	f := newFlags("serve", serveSynopsis, stderr)
+	f.String(&cfg.addr, "addr", "MESH_ADDR", ":8766", "listen address")
+	f.Int(&cfg.port, "port", "MESH_PORT", 0, "listen port (replaces the port of --addr when set)")
+	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
+	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
+	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd endpoints, comma-separated (with --store etcd)")
+	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (not available in this build yet)")
+	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", false, "allow agent endpoints on loopback and private networks")
+	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>)")
+	f.String(&cfg.tokensFile, "tokens-file", "MESH_TOKENS_FILE", "", "YAML list of {name, token_sha256 | token, scopes}; reloaded on SIGHUP and POST /v1/admin/reload")
+	f.String(&cfg.rateLimit, "rate-limit", "MESH_RATE_LIMIT", "off", `request budget per token, e.g. "100/15m"; "off" for none`)
+	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
+	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
+	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
+	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
+	return f
+}
+
+// runServe runs `agentmesh serve` until ctx is cancelled (a signal).
+func runServe(ctx context.Context, args []string, env func(string) string, stderr io.Writer) int {
+	var cfg serveConfig
+	f := serveFlags(&cfg, stderr)
+	if err := f.parse(args, env); err != nil {
+		return usageError(stderr, err)
+	}
+	if f.fs.NArg() > 0 {
+		return usageError(stderr, fmt.Errorf("serve takes no arguments, got %q", f.fs.Args()))
+	}
+	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
+	if err != nil {
+		return usageError(stderr, err)
+	}
+	if err := serve(ctx, cfg, env, log, stderr); err != nil {
+		log.Error("agentmesh serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *slog.Logger, stderr io.Writer) error {
+	if cfg.agentsDir != "" {
+		return errors.New("--agents: the YAML agent directory is not available in this build yet")
+	}
+	addr := cfg.addr
+	if cfg.port != 0 {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = ""
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(cfg.port))
+	}
+	limit, err := httpserver.ParseRateLimit(cfg.rateLimit)
+	if err != nil {
+		return fmt.Errorf("--rate-limit: %w", err)
+	}
+	tokens, err := readTokens(cfg.tokensFile)
+	if err != nil {
+		return err
+	}
+	meshToken := env("MESH_TOKEN")
+	if meshToken == "" && len(tokens) == 0 {
+		meshToken = httpserver.GenerateToken()
+		fmt.Fprintf(stderr, "agentmesh: no MESH_TOKEN or --tokens-file given; generated a token for this run (shown once):\n\n    %s\n\n", meshToken)
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	cfg.mesh.allowHosts = splitList(cfg.allowHosts)
+	if cfg.mesh.publicURL == "" {
+		cfg.mesh.publicURL = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
+	cfg.mesh.log = log
+	m, err := openMesh(ctx, cfg.mesh)
+	if err != nil {
+		return err
+	}
+
+	var reloadMu sync.Mutex
+	var lastReloadErr error
+	var srv *httpserver.Server
+	reload := func(context.Context) (any, error) {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		list, err := readTokens(cfg.tokensFile)
+		if err == nil {
+			err = srv.SetTokens(list)
+		}
+		lastReloadErr = err
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"tokens": len(list)}, nil
+	}
+	srv, err = httpserver.New(m.reg, m.engine, m.delegation, &httpserver.Options{
+		Token:          meshToken,
+		Tokens:         tokens,
+		RateLimit:      limit,
+		CORSOrigins:    splitList(cfg.corsOrigins),
+		PublicURL:      cfg.mesh.publicURL,
+		Logger:         log,
+		NoMetricsRoute: cfg.metricsAddr != "",
+		StorePing:      httpserver.PingStore(m.store),
+		Breakers:       m.breakers,
+		Reload:         reload,
+		LastReloadError: func() error {
+			reloadMu.Lock()
+			defer reloadMu.Unlock()
+			return lastReloadErr
+		},
+	})
+	if err != nil {
+		m.close(context.Background())
+		return err
+	}
+	if err := mountMCP(srv, m, splitList(cfg.corsOrigins), log); err != nil {
+		m.close(context.Background())
+		return err
+	}
+
+	// Requests see baseCtx, cancelled when the grace period is over, so
+	// long-polls do not hold the shutdown past it.
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	servers := []*http.Server{hs}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- hs.Serve(ln) }()
+	if cfg.metricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.metricsAddr)
+		if err != nil {
+			hs.Close()
+			m.close(context.Background())
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, ms)
+		go func() { serveErr <- ms.Serve(mln) }()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
+	log.Info("agentmesh serving", "addr", ln.Addr().String(), "public_url", cfg.mesh.publicURL,
+		"allow_private_endpoints", cfg.mesh.allowPrivate)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var failure error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			if _, err := reload(ctx); err != nil {
+				log.Error("reload failed; the previous tokens stay in service", "err", err)
+			} else {
+				log.Info("reloaded")
+			}
+		case err := <-serveErr:
+			failure = err
+			break loop
+		}
+	}
+
+	log.Info("shutting down", "grace", cfg.shutdownTimeout)
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			if err := s.Shutdown(graceCtx); err != nil {
+				cancelBase()
+				s.Close()
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := m.delegation.Shutdown(graceCtx); err != nil {
+			log.Warn("delegations still running at the end of the grace period were interrupted")
+		}
+	})
+	wg.Wait()
+	if err := m.close(graceCtx); err != nil {
+		log.Error("closing the store failed", "err", err)
+		failure = errors.Join(failure, err)
+	}
+	log.Info("stopped")
+	return failure
+}
+
+// readTokens reads the tokens file; an empty path means none.
+func readTokens(path string) ([]httpserver.Token, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file: %w", err)
+	}
+	list, err := httpserver.ParseTokens(data)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file %s: %w", path, err)
+	}
+	return list, nil
+}
+
+// newLogger builds the process logger on w. format "" means text on a
+// terminal, else def.
+func newLogger(w io.Writer, level, format, def string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: must be debug, info, warn or error", level)
+	}
+	if format == "" {
+		format = def
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: must be json or text", format)
+}
+
+func usageError(stderr io.Writer, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(stderr, "agentmesh:", err)
+	return 2
+}
