@@ -1,0 +1,46 @@
+// Package agentmesh is a library and server that lets AI agents find each
+// other and hand work to each other.
+//
+// Agents register what they can do; other agents discover them by a text
+// query and delegate tasks to them over HTTP (POST /task), MCP or A2A; an
+// orchestrator routes a user's message to the right agent. The mesh is a Go
+// library first — import the packages into an agent host, embed the
+// discovery engine in tests, or wire a custom server — with an MCP server
+// and an HTTP control plane as thin front-ends (cmd/agentmesh).
+//
+// # Packages
+//
+//   - [github.com/agentmesh/agentmesh/registry]: the agent record, its
+//     validation, and the registry over a durable store, with TTLs and
+//     change events.
+//   - [github.com/agentmesh/agentmesh/discovery]: ranks agents for a text
+//     query (BM25F over an inverted index kept current from registry
+//     events); works standalone too.
+//   - [github.com/agentmesh/agentmesh/netguard]: the endpoint policy and
+//     the SSRF-safe HTTP client every outbound call uses.
+//   - [github.com/agentmesh/agentmesh/store/boltstore]: the default store,
+//     one bbolt file; [github.com/agentmesh/agentmesh/store/memstore] for
+//     tests and demos.
+//
+// # Getting started
+//
+// A registry over a store, and a discovery engine following it:
+//
+//	store, err := boltstore.Open("mesh.db", nil)
+//	...
+//	reg, err := registry.New(ctx, store, nil)
+//	...
+//	engine := discovery.New(nil)
+//	stop := engine.Follow(reg)
+//	defer stop()
+//
+//	reg.Register(ctx, registry.Agent{
+//		Name:         "finance",
+//		Description:  "Department budgets and cost centers.",
+//		Capabilities: []string{"budget", "cost-center"},
+//		Endpoint:     "https://finance.example.com/task",
+//	})
+//	results, err := engine.Search("engineering budget", nil)
+//
+// The package example below runs the same flow.
+package agentmesh

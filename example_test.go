@@ -1,0 +1,44 @@
+package agentmesh_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/store/memstore"
+)
+
+// Register agents in a registry and discover them by a text query.
+func Example() {
+	ctx := context.Background()
+	reg, err := registry.New(ctx, memstore.New(), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer reg.Close()
+	engine := discovery.New(nil)
+	stop := engine.Follow(reg)
+	defer stop()
+
+	for _, a := range []registry.Agent{
+		{Name: "finance", Description: "Department budgets and cost centers.",
+			Capabilities: []string{"budget", "cost-center"}, Endpoint: "https://finance.example.com/task"},
+		{Name: "helpdesk", Description: "Resets passwords and unlocks accounts.",
+			Capabilities: []string{"password-reset"}, Endpoint: "https://it.example.com/task"},
+	} {
+		if _, _, err := reg.Register(ctx, a); err != nil {
+			panic(err)
+		}
+	}
+
+	results, err := engine.Search("engineering budgets", nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range results {
+		fmt.Println(r.Agent.Name, r.MatchedTerms, r.MatchedCapabilities)
+	}
+	// Output:
+	// finance [budgets] [budget]
+}
