@@ -524,8 +524,8 @@ func (c *Client) isStopped() bool {
 
 // List returns records newest first, filtered and paged by f (SPEC 4.4),
 // without their secret hashes.
-// Records of delegations in flight appear once the group commit has
-// written them (within milliseconds). A filter with an unknown status, a
+// It first waits for the records already queued for the group commit, so
+// a delegation that has returned is listed with its final status. A filter with an unknown status, a
 // negative limit or offset is refused with [ErrInvalid]; a limit over
 // MaxListLimit is capped.
 func (c *Client) List(ctx context.Context, f ListFilter) ([]Record, error) {
@@ -544,6 +544,12 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]Record, error) {
 		f.Limit = DefaultListLimit
 	}
 	f.Limit = min(f.Limit, MaxListLimit)
+	// Records of sync delegations reach the store through the background
+	// committer; wait for the ones already queued so a delegation that has
+	// returned is listed with its final status (read-your-writes).
+	if err := c.commit.flush(ctx); err != nil {
+		return nil, fmt.Errorf("delegation: list: %w", err)
+	}
 	recs, err := c.store.ListDelegations(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("delegation: list: %w", err)

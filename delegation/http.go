@@ -130,7 +130,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 	te := &TransportError{
 		Code:    CodeAgentError,
 		Status:  resp.StatusCode,
-		Message: fmt.Sprintf("agent returned %d: %s", resp.StatusCode, strings.ToValidUTF8(string(head), "\uFFFD")),
+		Message: fmt.Sprintf("agent returned %d: %s", resp.StatusCode, strings.TrimSpace(strings.ToValidUTF8(string(head), "\uFFFD"))),
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -398,3 +398,21 @@ func TestCloseStopsGoroutines(t *testing.T) {
 			!strings.Contains(stacks, "agentmesh/delegation.(*maintainer)")
 	}, 5*time.Second, 10*time.Millisecond, "a client goroutine survived Close")
 }
+
+// TestListSeesReturnedDelegations proves read-your-writes for listings: a
+// sync delegation that has returned is listed with its final status at
+// once, although its record reaches the store through the background
+// group commit.
+func TestListSeesReturnedDelegations(t *testing.T) {
+	e := newEnv(t, nil)
+	e.agentServer("good", ok(`{}`))
+	ctx := context.Background()
+	for i := range 20 {
+		rec := e.delegate(delegation.Request{Target: "good", Task: "t"})
+		list, err := e.c.List(ctx, delegation.ListFilter{Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, list, 1, "round %d", i)
+		assert.Equal(t, rec.ID, list[0].ID)
+		assert.Equal(t, delegation.StatusCompleted, list[0].Status)
+	}
+}
