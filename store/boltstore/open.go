@@ -67,6 +67,7 @@ func currentSchema() schema {
 		// same as a new one.
 		nested: map[string][][]byte{
 			string(bucketDelegations): delegationBucketNames,
+			string(bucketSessions):    sessionBucketNames,
 		},
 		// Version 1 is the first: nothing to migrate from yet. A change of
 		// layout adds an entry here and bumps SchemaVersion.

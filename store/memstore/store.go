@@ -30,7 +30,8 @@ type Store struct {
 	delegations map[string]*record // by ID
 	order       []*record          // the delegations by CreatedAt, then ID
 	breakers    map[string]breaker.Snapshot
-	rev         uint64 // revision of the last write
+	sessions    sessionTable // session.go
+	rev         uint64       // revision of the last write
 	closed      bool
 }
 
@@ -167,5 +168,6 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.agents, s.delegations, s.order, s.breakers = nil, nil, nil, nil
+	s.sessions = sessionTable{}
 	return nil
 }

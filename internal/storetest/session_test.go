@@ -1,0 +1,291 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/session"
+	"github.com/agentmesh/agentmesh/store/memstore"
+)
+
+func TestSessionStoreOnMemstore(t *testing.T) {
+	storetest.TestSessionStore(t, func(t *testing.T) session.Store {
+		s := memstore.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+}
+
+// TestSessionSuiteCatchesBrokenStores checks TestSessionStore the way
+// TestSuiteCatchesBrokenStores checks TestAgentStore: each planted bug
+// must fail the case that guards the broken rule.
+func TestSessionSuiteCatchesBrokenStores(t *testing.T) {
+	const child = "TestBrokenSessionStoreChild"
+	bugs := map[string]string{
+		"check-then-act":     "OneActivePerUserUnderConcurrentCreators",
+		"lost-updates":       "ConcurrentUpdatesLoseNothing",
+		"close-keeps-slot":   "ClosingFreesTheSlot",
+		"sweep-skips-active": "SweepDeletesExpired",
+		"sweep-strict":       "SweepDeletesExpired",
+		"second-active":      "RefusesWritesBreakingInvariants",
+		"reactivates":        "RefusesWritesBreakingInvariants",
+		"hides-expired":      "StoreIgnoresTheClock",
+		"shared-values":      "ReturnsCopies",
+		"drops-nanoseconds":  "EveryFieldRoundTrips",
+		"drops-intent":       "EveryFieldRoundTrips",
+		"wraps-fn-error":     "FnErrorWritesNothing",
+		"plain-not-found":    "GetMissingIsNotFound",
+		"ignores-context":    "DoneContextFails",
+		"close-ignored":      "CallsAfterCloseFail",
+	}
+	for bug, failing := range bugs {
+		t.Run(bug, func(t *testing.T) {
+			t.Parallel()
+			out, err := runBrokenChild(child, failing, bug)
+			require.Error(t, err, "the suite passed a store with bug %q:\n%s", bug, out)
+			assert.Contains(t, string(out), "--- FAIL: "+child+"/"+failing+" ",
+				"bug %q must fail case %s:\n%s", bug, failing, out)
+		})
+	}
+	t.Run("control", func(t *testing.T) {
+		t.Parallel()
+		out, err := runBrokenChild(child, "", "none")
+		require.NoError(t, err, "the bug-free store must pass:\n%s", out)
+	})
+}
+
+// TestBrokenSessionStoreChild runs the session suite against a store with
+// the bug named by $STORETEST_BROKEN_STORE. It does nothing unless started
+// by TestSessionSuiteCatchesBrokenStores.
+func TestBrokenSessionStoreChild(t *testing.T) {
+	bug := os.Getenv(envBroken)
+	if bug == "" {
+		t.Skip("only runs as the child of TestSessionSuiteCatchesBrokenStores")
+	}
+	storetest.TestSessionStore(t, func(t *testing.T) session.Store {
+		return &brokenSessionStore{bug: bug, byID: map[string]session.Session{}, active: map[string]string{}}
+	}, &storetest.Options{ErrClosed: errBrokenClosed})
+}
+
+// brokenSessionStore is a map store, with every function run under its
+// one lock, that is correct except for the bug it is told to have.
+type brokenSessionStore struct {
+	bug    string
+	mu     sync.Mutex
+	byID   map[string]session.Session
+	active map[string]string
+	closed bool
+}
+
+func (s *brokenSessionStore) check(ctx context.Context) error {
+	if s.closed && s.bug != "close-ignored" {
+		return errBrokenClosed
+	}
+	if s.bug != "ignores-context" {
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (s *brokenSessionStore) out(v session.Session) session.Session {
+	if s.bug == "shared-values" {
+		return v
+	}
+	return v.Clone()
+}
+
+func (s *brokenSessionStore) notFound() error {
+	if s.bug == "plain-not-found" {
+		return errors.New("not found")
+	}
+	return fmt.Errorf("broken: %w", session.ErrNotFound)
+}
+
+func (s *brokenSessionStore) GetSession(ctx context.Context, id string) (session.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return session.Session{}, err
+	}
+	v, ok := s.byID[id]
+	if !ok {
+		return session.Session{}, s.notFound()
+	}
+	return s.out(v), nil
+}
+
+func (s *brokenSessionStore) GetActiveSession(ctx context.Context, user string) (session.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return session.Session{}, err
+	}
+	cur := s.activeLocked(user)
+	if cur == nil {
+		return session.Session{}, s.notFound()
+	}
+	return s.out(*cur), nil
+}
+
+func (s *brokenSessionStore) activeLocked(user string) *session.Session {
+	v, ok := s.byID[s.active[user]]
+	if !ok || v.Status != session.StatusActive && s.bug != "close-keeps-slot" {
+		return nil
+	}
+	if s.bug == "hides-expired" && v.ExpiredAt(time.Now()) {
+		return nil
+	}
+	return &v
+}
+
+func (s *brokenSessionStore) UpdateSession(ctx context.Context, id string, fn func(*session.Session) (*session.Session, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	v, ok := s.byID[id]
+	if !ok {
+		return s.notFound()
+	}
+	cur := v.Clone()
+	if s.bug == "lost-updates" {
+		s.mu.Unlock()
+		runtime.Gosched()
+		next, err := fn(&cur)
+		runtime.Gosched()
+		s.mu.Lock()
+		return s.writeUpdate(v, next, err)
+	}
+	next, err := fn(&cur)
+	return s.writeUpdate(v, next, err)
+}
+
+func (s *brokenSessionStore) writeUpdate(old session.Session, next *session.Session, err error) error {
+	switch {
+	case err != nil && s.bug == "wraps-fn-error":
+		return fmt.Errorf("broken: %w", err)
+	case err != nil:
+		return err
+	case next == nil:
+		return nil
+	case next.ID != old.ID || next.UserID != old.UserID:
+		return fmt.Errorf("broken: %w", session.ErrConflict)
+	case old.Status != session.StatusActive && next.Status == session.StatusActive && s.bug != "reactivates":
+		return fmt.Errorf("broken: %w", session.ErrConflict)
+	}
+	s.put(old.Status, *next)
+	return nil
+}
+
+func (s *brokenSessionStore) put(was session.Status, v session.Session) {
+	if s.bug != "shared-values" {
+		v = v.Clone()
+	}
+	if s.bug == "drops-nanoseconds" {
+		v.CreatedAt = v.CreatedAt.Truncate(time.Second)
+	}
+	if s.bug == "drops-intent" && len(v.TurnHistory) > 0 {
+		v.TurnHistory[0].IntentSummary = ""
+	}
+	s.byID[v.ID] = v
+	switch {
+	case v.Status == session.StatusActive:
+		s.active[v.UserID] = v.ID
+	case was == session.StatusActive && s.active[v.UserID] == v.ID && s.bug != "close-keeps-slot":
+		delete(s.active, v.UserID)
+	}
+}
+
+func (s *brokenSessionStore) UpdateActiveSession(ctx context.Context, user string, fn func(*session.Session) (*session.Session, *session.Session, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	var cur *session.Session
+	if v := s.activeLocked(user); v != nil {
+		c := v.Clone()
+		cur = &c
+	}
+	var old *session.Session
+	if cur != nil {
+		c := cur.Clone()
+		old = &c
+	}
+	if s.bug == "check-then-act" {
+		s.mu.Unlock()
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+	}
+	upd, next, err := fn(cur)
+	switch {
+	case err != nil && s.bug == "wraps-fn-error":
+		return fmt.Errorf("broken: %w", err)
+	case err != nil:
+		return err
+	}
+	if upd != nil {
+		if old == nil || upd.ID != old.ID || upd.UserID != old.UserID {
+			return fmt.Errorf("broken: %w", session.ErrConflict)
+		}
+	}
+	if next != nil {
+		_, taken := s.byID[next.ID]
+		switch {
+		case next.ID == "" || taken || next.Status != session.StatusActive || next.UserID != user:
+			return fmt.Errorf("broken: %w", session.ErrConflict)
+		case old != nil && (upd == nil || upd.Status == session.StatusActive) && s.bug != "second-active" && s.bug != "check-then-act":
+			return fmt.Errorf("broken: %w", session.ErrConflict)
+		}
+	}
+	if upd != nil {
+		s.put(session.StatusActive, *upd)
+	}
+	if next != nil {
+		s.put("", *next)
+	}
+	return nil
+}
+
+func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for id, v := range s.byID {
+		expired := !v.ExpiresAt.After(now)
+		if s.bug == "sweep-strict" {
+			expired = v.ExpiresAt.Before(now)
+		}
+		if !expired || v.Status == session.StatusActive && s.bug == "sweep-skips-active" {
+			continue
+		}
+		delete(s.byID, id)
+		if s.active[v.UserID] == id {
+			delete(s.active, v.UserID)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (s *brokenSessionStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}

@@ -1,0 +1,145 @@
+package session
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Status is the lifecycle state of a [Session].
+type Status string
+
+// The statuses of SPEC 5.6. A session is created active; every other status
+// is final: a closed session never becomes active again.
+const (
+	StatusActive    Status = "active"
+	StatusCompleted Status = "completed" // the workflow completed, or the session was resumed
+	StatusAbandoned Status = "abandoned" // the user or the mesh left it (DELETE, agent gone, expired, replaced)
+	StatusError     Status = "error"     // dispatch failed with no fallback
+)
+
+// Closed reports whether st is one of the final statuses a session can be
+// closed with: completed, abandoned or error.
+func (st Status) Closed() bool {
+	return st == StatusCompleted || st == StatusAbandoned || st == StatusError
+}
+
+// Role says who spoke a [Turn].
+type Role string
+
+// The roles of a turn.
+const (
+	RoleUser  Role = "user"
+	RoleAgent Role = "agent"
+)
+
+// Turn is one entry of a session's history.
+type Turn struct {
+	Role      Role      `json:"role"`
+	Content   string    `json:"content"`
+	Timestamp time.Time `json:"timestamp"`
+	// IntentSummary is the classifier's summary of a user turn, if any.
+	IntentSummary string `json:"intent_summary,omitempty"`
+}
+
+// Clarification is a pending clarification question (SPEC 5.4): the user
+// was asked whether they meant SuggestedAgent, and their next message is
+// classified together with OriginalInput. It lapses at Expires.
+type Clarification struct {
+	SuggestedAgent string    `json:"suggested_agent"`
+	OriginalInput  string    `json:"original_input"`
+	Expires        time.Time `json:"expires"`
+}
+
+// Session is the session record of SPEC 5.6. Its JSON form, with the seed
+// orchestrator's snake_case names, is the wire form of
+// GET /v1/sessions/{id}; turn_history and workflow_state are never null.
+//
+// Every session has an expiry. An active session's ExpiresAt slides to now
+// + TTL on every turn; a closed one keeps the record readable (and
+// resumable) until ExpiresAt = closing time + retention. Once ExpiresAt has
+// passed the session is gone, whatever its status: reads report
+// [ErrExpired] and the sweep deletes it.
+type Session struct {
+	ID          string `json:"session_id"`
+	UserID      string `json:"user_id"`
+	EmployeeID  string `json:"employee_id"`
+	Status      Status `json:"status"`
+	ActiveAgent string `json:"active_agent"`
+	// TurnHistory holds at most Options.MaxTurns turns, oldest first.
+	TurnHistory []Turn `json:"turn_history"`
+	// WorkflowState is the last state an agent returned; each new state
+	// replaces it whole.
+	WorkflowState        map[string]any `json:"workflow_state"`
+	PendingClarification *Clarification `json:"pending_clarification,omitempty"`
+	Metadata             map[string]any `json:"metadata,omitempty"`
+	CreatedAt            time.Time      `json:"created_at"`
+	UpdatedAt            time.Time      `json:"updated_at"`
+	ExpiresAt            time.Time      `json:"expires_at"`
+}
+
+// MarshalJSON encodes s in its wire form, with an empty turn_history and
+// workflow_state rather than null.
+func (s Session) MarshalJSON() ([]byte, error) {
+	type wire Session // without the method
+	w := wire(s)
+	if w.TurnHistory == nil {
+		w.TurnHistory = []Turn{}
+	}
+	if w.WorkflowState == nil {
+		w.WorkflowState = map[string]any{}
+	}
+	return json.Marshal(w)
+}
+
+// ExpiredAt reports whether s is gone at now: its ExpiresAt is not after
+// now. A zero ExpiresAt counts as expired.
+func (s Session) ExpiredAt(now time.Time) bool {
+	return !s.ExpiresAt.After(now)
+}
+
+// Clone returns a deep copy of s. The maps and slices of WorkflowState and
+// Metadata are copied at every depth; other values in them (strings,
+// numbers) are immutable or shared.
+func (s Session) Clone() Session {
+	s.TurnHistory = slices.Clone(s.TurnHistory)
+	s.WorkflowState = cloneMap(s.WorkflowState)
+	s.Metadata = cloneMap(s.Metadata)
+	if s.PendingClarification != nil {
+		c := *s.PendingClarification
+		s.PendingClarification = &c
+	}
+	return s
+}
+
+// cloneMap deep-copies a decoded-JSON-like map, keeping nil apart from
+// empty.
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	m = maps.Clone(m)
+	for k, v := range m {
+		m[k] = cloneValue(v)
+	}
+	return m
+}
+
+// cloneValue deep-copies the maps and slices of a decoded-JSON-like value.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return cloneMap(v)
+	case []any:
+		if v == nil {
+			return v
+		}
+		s := slices.Clone(v)
+		for i, e := range s {
+			s[i] = cloneValue(e)
+		}
+		return s
+	}
+	return v
+}
