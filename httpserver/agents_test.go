@@ -140,7 +140,12 @@ func TestBadBodies(t *testing.T) {
 		msg   string
 	}{
 		{name: "unknown field", body: `{"name":"a","capabilitiez":["x"],"endpoint":"http://127.0.0.1:9"}`, code: "invalid_argument", field: "capabilitiez", msg: "capabilitiez"},
-		{name: "nested unknown field", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","auth":{"type":"bearer","tokn":"x"}}`, code: "invalid_argument", field: "tokn"},
+		{name: "nested unknown field", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","auth":{"type":"bearer","tokn":"x"}}`, code: "invalid_argument", field: "auth.tokn"},
+		{name: "wrong-case field", body: `{"name":"a","capabilities":["x"],"Endpoint":"http://127.0.0.1:9"}`, code: "invalid_argument", field: "Endpoint"},
+		{name: "wrong-case nested field", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","auth":{"Type":"none"}}`, code: "invalid_argument", field: "auth.Type"},
+		{name: "duplicate field", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","endpoint":"http://127.0.0.1:10"}`, code: "invalid_argument", field: "endpoint"},
+		{name: "duplicate label", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","labels":{"k":"1","k":"2"}}`, code: "invalid_argument", field: "labels.k"},
+		{name: "unknown field in a list item", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","resources":[{"uri":"u","URI":"v"}]}`, code: "invalid_argument", field: "resources[0].URI"},
 		{name: "wrong type", body: `{"name":"a","capabilities":"x","endpoint":"http://127.0.0.1:9"}`, code: "invalid_argument", field: "capabilities", msg: "array"},
 		{name: "wrong nested type", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","ttlSeconds":"60"}`, code: "invalid_argument", field: "ttlSeconds", msg: "integer"},
 		{name: "fraction for int", body: `{"name":"a","capabilities":["x"],"endpoint":"http://127.0.0.1:9","ttlSeconds":1.5}`, code: "invalid_argument", field: "ttlSeconds"},

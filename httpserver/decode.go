@@ -56,7 +56,8 @@ func tooLarge(limit int64) *apiError {
 }
 
 // decodeJSON decodes body, which must hold exactly one JSON value of dst's
-// shape, into dst. Unknown object keys, wrong types, malformed or trailing
+// shape, into dst. Unknown object keys (matched case-sensitively, see
+// checkKeys), duplicate keys, wrong types, malformed or trailing
 // data and invalid UTF-8 are refused with a 400 invalid_argument that names
 // the field where one is known. It never panics and every error it returns
 // carries a code.
@@ -66,6 +67,9 @@ func decodeJSON(body []byte, dst any) *apiError {
 	}
 	if !utf8.Valid(body) {
 		return badRequest("the request body is not valid UTF-8")
+	}
+	if e := checkKeys(body, reflect.TypeOf(dst)); e != nil {
+		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
