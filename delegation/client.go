@@ -506,6 +506,11 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 		return Record{}, ErrClosed
 	}
 	rec, err := c.store.GetDelegation(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		// The store's own wording stays out of the message: it is shown
+		// to API callers.
+		return Record{}, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("delegation: get %q: %w", id, err)
 	}
@@ -729,7 +734,7 @@ func (c *Client) update(ctx context.Context, id string, fn func(cur *Record) (*R
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return Record{}, fmt.Errorf("delegation: %q: %w", id, err)
+			return Record{}, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
 		}
 		return Record{}, err
 	}
