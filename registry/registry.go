@@ -311,6 +311,11 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (Page, error) {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.names == nil { // membership changed since sortedNames: use this view's
+		names = slices.Sorted(maps.Keys(r.agents))
+	} else {
+		names = r.names
+	}
 	now := r.now()
 	var page Page
 	start, found := slices.BinarySearch(names, after)
@@ -460,11 +465,19 @@ func isOwnError(err error) bool {
 		errors.Is(err, errStillAlive) || errors.As(err, &fe)
 }
 
-// commit applies a committed change to the in-memory view and queues its
-// event. The caller holds the agent's name lock, so events of one agent are
-// queued in commit order, and calls deliver once it has released it.
-func (r *Registry) commit(ev Event) {
+// commit applies committed changes to the in-memory view and queues their
+// events, all under one lock (so readers see all of them or none). The
+// caller holds the agents' name locks, so events of one agent are queued in
+// commit order, and calls deliver once it has released them.
+func (r *Registry) commit(evs ...Event) {
 	r.mu.Lock()
+	for _, ev := range evs {
+		r.commitLocked(ev)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Registry) commitLocked(ev Event) {
 	name := ev.Agent.Name
 	_, existed := r.agents[name]
 	if ev.Type == EventDelete {
@@ -489,7 +502,6 @@ func (r *Registry) commit(ev Event) {
 		r.seq++
 		r.queue = append(r.queue, queuedEvent{seq: r.seq, ev: ev})
 	}
-	r.mu.Unlock()
 }
 
 // deliver hands queued events to subscribers in order. Whoever holds
