@@ -330,7 +330,11 @@ func runDelegate(ctx context.Context, args []string, env func(string) string, st
 		return err
 	}
 	if rec["status"] == "failed" || rec["status"] == "timeout" || rec["status"] == "canceled" {
-		return fmt.Errorf("delegation %v %v", rec["id"], rec["status"])
+		code, _ := rec["code"].(string)
+		if code == "" {
+			code, _ = rec["status"].(string)
+		}
+		return fmt.Errorf("%s: delegation %v %v: %v", code, rec["id"], rec["status"], rec["error"])
 	}
 	return nil
 }

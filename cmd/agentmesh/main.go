@@ -25,6 +25,7 @@ Usage:
   agentmesh delegate AGENT TASK [--async] [--wait]
                                     client command: delegate a task
   agentmesh eval discovery ...      measure discovery quality on a corpus and queries
+  agentmesh validate DIR            check a YAML agent directory without a server
   agentmesh version                 print the version
   agentmesh help                    show this help
 
@@ -52,11 +53,14 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		return runClientCommand(ctx, cmd, args[1:], env, stdout, stderr)
 	case "eval":
 		return runEval(args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(args[1:], env, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentmesh", buildinfo.Version())
 		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
+		printFlags(stdout)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "agentmesh: unknown command %q\n\n%s", cmd, usage)
@@ -65,3 +69,17 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 }
 
 func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }
+
+// printFlags lists the flags of the stdio MCP server (the bare command)
+// and of serve, with their environment variables, for the top-level help.
+func printFlags(w io.Writer) {
+	var mc meshConfig
+	var s1, s2 string
+	f := stdioFlags(&mc, &s1, &s2, w)
+	fmt.Fprint(w, "\nFlags of the MCP server on stdio (agentmesh [flags]):\n")
+	f.fs.PrintDefaults()
+	var sc serveConfig
+	f = serveFlags(&sc, w)
+	fmt.Fprint(w, "\nFlags of agentmesh serve (its token comes from $MESH_TOKEN and/or --tokens-file):\n")
+	f.fs.PrintDefaults()
+}

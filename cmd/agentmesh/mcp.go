@@ -48,18 +48,24 @@ With no sub-command, agentmesh is an MCP server on stdio: point an MCP client
 stdout; logs go to stderr. Private endpoints (local agents) are allowed by
 default in this mode.`
 
+// stdioFlags defines the flags of the stdio MCP server.
+func stdioFlags(cfg *meshConfig, allowHosts, logLevel *string, stderr io.Writer) *flags {
+	f := newFlags("agentmesh", stdioSynopsis, stderr)
+	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
+	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt or memory")
+	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
+	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running agentmesh serve on the same store to receive them)")
+	f.String(logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	return f
+}
+
 // runStdio serves the MCP tools on stdin/stdout until the client
 // disconnects or ctx is cancelled.
 func runStdio(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var cfg meshConfig
 	var allowHosts, logLevel string
-	f := newFlags("agentmesh", stdioSynopsis, stderr)
-	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
-	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt or memory")
-	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
-	f.String(&allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
-	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running `agentmesh serve` on the same store to receive them)")
-	f.String(&logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	f := stdioFlags(&cfg, &allowHosts, &logLevel, stderr)
 	if err := f.parse(args, env); err != nil {
 		return usageError(stderr, err)
 	}

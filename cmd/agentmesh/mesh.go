@@ -99,9 +99,12 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 		return nil, err
 	}
 	m = &mesh{store: st}
+	// "return nil, err" sets m to nil before deferred calls run: close
+	// what was built through its own variable.
+	built := m
 	defer func() {
 		if err != nil {
-			m.close(context.Background())
+			built.close(context.Background())
 		}
 	}()
 

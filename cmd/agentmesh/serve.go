@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 const serveSynopsis = `agentmesh serve [flags]
@@ -49,7 +50,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
 	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
 	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd endpoints, comma-separated (with --store etcd)")
-	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (not available in this build yet)")
+	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (one agent per *.yaml file); reloaded on change, SIGHUP and POST /v1/admin/reload")
 	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", false, "allow agent endpoints on loopback and private networks")
 	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
 	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>)")
@@ -85,9 +86,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 }
 
 func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *slog.Logger, stderr io.Writer) error {
-	if cfg.agentsDir != "" {
-		return errors.New("--agents: the YAML agent directory is not available in this build yet")
-	}
 	addr := cfg.addr
 	if cfg.port != 0 {
 		host, _, err := net.SplitHostPort(addr)
@@ -124,22 +122,37 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	if err != nil {
 		return err
 	}
+	var agents *registry.DirWatcher // nil without --agents
+	if cfg.agentsDir != "" {
+		if agents, err = watchAgents(ctx, m, cfg.agentsDir, env, log); err != nil {
+			m.close(context.Background())
+			return err
+		}
+		defer agents.Close()
+	}
 
+	// A reload (SIGHUP, POST /v1/admin/reload) reloads the agent
+	// directory and the tokens; each is all-or-nothing on its own.
 	var reloadMu sync.Mutex
-	var lastReloadErr error
+	var lastTokensErr error
 	var srv *httpserver.Server
-	reload := func(context.Context) (any, error) {
+	reload := func(ctx context.Context) (any, error) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
+		report := map[string]any{}
+		var agentsErr error
+		if agents != nil {
+			report["agents"], agentsErr = agents.Reload(ctx)
+		}
 		list, err := readTokens(cfg.tokensFile)
 		if err == nil {
 			err = srv.SetTokens(list)
 		}
-		lastReloadErr = err
-		if err != nil {
-			return nil, err
+		lastTokensErr = err
+		if err == nil {
+			report["tokens"] = len(list)
 		}
-		return map[string]any{"tokens": len(list)}, nil
+		return report, errors.Join(agentsErr, err)
 	}
 	srv, err = httpserver.New(m.reg, m.engine, m.delegation, &httpserver.Options{
 		Token:          meshToken,
@@ -155,7 +168,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
-			return lastReloadErr
+			var agentsErr error
+			if agents != nil {
+				agentsErr = agents.LastError()
+			}
+			return errors.Join(agentsErr, lastTokensErr)
 		},
 	})
 	if err != nil {
@@ -208,7 +225,7 @@ loop:
 			break loop
 		case <-hup:
 			if _, err := reload(ctx); err != nil {
-				log.Error("reload failed; the previous tokens stay in service", "err", err)
+				log.Error("reload failed; the previous agents and tokens stay in service", "err", err)
 			} else {
 				log.Info("reloaded")
 			}
@@ -236,6 +253,9 @@ loop:
 		}
 	})
 	wg.Wait()
+	if agents != nil {
+		agents.Close() // before the registry closes
+	}
 	if err := m.close(graceCtx); err != nil {
 		log.Error("closing the store failed", "err", err)
 		failure = errors.Join(failure, err)
@@ -291,4 +311,27 @@ func usageError(stderr io.Writer, err error) int {
 	}
 	fmt.Fprintln(stderr, "agentmesh:", err)
 	return 2
+}
+
+// watchAgents loads the agent directory into the registry and watches it
+// (SPEC 2.2). Routing needs a fallback, so the directory must have exactly
+// one default agent. A directory that does not load is a startup error;
+// each of its problems is logged.
+func watchAgents(ctx context.Context, m *mesh, dir string, env func(string) string, log *slog.Logger) (*registry.DirWatcher, error) {
+	w, err := registry.NewDirWatcher(ctx, m.reg, dir, &registry.WatchOptions{
+		LookupEnv:      lookupEnv(env),
+		RequireDefault: true,
+		Logger:         log,
+	})
+	var de *registry.DirError
+	if errors.As(err, &de) {
+		for _, p := range de.Problems {
+			log.Error("agent directory problem", "problem", p.String())
+		}
+		return nil, fmt.Errorf("--agents %s: %s", dir, plural(len(de.Problems), "problem"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--agents %s: %w", dir, err)
+	}
+	return w, nil
 }
