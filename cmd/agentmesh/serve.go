@@ -235,7 +235,7 @@ loop:
 		}
 	}
 
-	log.Info("shutting down", "grace", cfg.shutdownTimeout)
+	log.Info("shutting down", "grace", cfg.shutdownTimeout.String())
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
