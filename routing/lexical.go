@@ -1,0 +1,698 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentmesh/agentmesh/internal/textnorm"
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// Defaults of [LexicalOptions].
+const (
+	// DefaultAmbiguityRatio: a classification is ambiguous when the
+	// runner-up's score is at least this fraction of the top agent's.
+	DefaultAmbiguityRatio = 0.9
+	// DefaultCandidates is how many candidates a Classification lists.
+	DefaultCandidates = 3
+	// DefaultDebounce is how long the background trainer waits for more
+	// registry changes before it retrains.
+	DefaultDebounce = 200 * time.Millisecond
+)
+
+// LexicalOptions configure a [Lexical] classifier. A nil *LexicalOptions,
+// and the zero value of every field, mean the documented default.
+type LexicalOptions struct {
+	// Now returns the current time; stale agents (registry.Agent.StaleAt)
+	// are never picked. Nil means time.Now.
+	Now func() time.Time
+
+	// AmbiguityRatio sets when a classification is Ambiguous: the
+	// runner-up's score is at least AmbiguityRatio × the top agent's.
+	// Zero means [DefaultAmbiguityRatio]; a value ≥ 1 (or negative)
+	// never flags ambiguity.
+	AmbiguityRatio float64
+
+	// Candidates is how many agents a Classification lists in Candidates.
+	// Zero means [DefaultCandidates]; negative lists none.
+	Candidates int
+
+	// Debounce is how long, after a registry change, the background
+	// trainer waits for further changes before retraining, so a burst of
+	// changes (a reload of the agent directory) costs one training. Zero
+	// means [DefaultDebounce]; negative means no wait.
+	Debounce time.Duration
+
+	// Logger receives training events (Debug) and training failures
+	// (Error). Nil means discard.
+	Logger *slog.Logger
+}
+
+// Lexical is the built-in "lexical" classifier (SPEC 5.2). It learns, with
+// no network and no model files, from each agent's examples, capabilities,
+// description and display name: a softmax regression over stemmed words,
+// word pairs and character n-grams, with a calibrated confidence.
+//
+// Give it agents with [Lexical.Reset], which trains at once, or keep it
+// current from a registry with [Lexical.Follow]: registry changes are then
+// learned in the background while Classify keeps answering from the
+// previous model, which is swapped for the new one atomically. Bursts of
+// changes are coalesced into one training. Removals and staleness (TTL)
+// take effect at once, without retraining.
+//
+// The default agent (IsDefault) is learned only from its examples; when it
+// has some, it competes with the other agents as "none of them", and a
+// message that looks like its examples is classified as the default agent
+// (which the gate routes to). Without examples it is never picked, except
+// when there is no other agent.
+//
+// The zero Lexical is an empty classifier with default options: Classify
+// returns [ErrNoAgents] until it is given agents. A Lexical is safe for
+// concurrent use. A Lexical that follows a registry owns a goroutine:
+// call [Lexical.Close] to stop it.
+type Lexical struct {
+	opts   LexicalOptions
+	params *lexParams // nil means defaultParams
+	// onTrain, when set (by tests), is called by every training after it
+	// took its snapshot of the agents and before it builds the model.
+	onTrain func()
+
+	model   atomic.Pointer[lexModel]
+	scratch sync.Pool // *classifyScratch
+
+	// trainMu serialises trainings.
+	trainMu sync.Mutex
+
+	mu         sync.Mutex
+	agents     map[string]registry.Agent
+	live       map[string]*agentLive
+	gen        uint64 // bumped by every change that needs training
+	trainedGen uint64 // gen of the last finished training
+	trainErr   error  // error of that training, if it failed
+	trained    chan struct{}
+	kick       chan struct{}
+	stop       chan struct{} // closed by Close
+	done       chan struct{} // closed when the trainer goroutine exits
+	cancels    []func()
+	running    bool
+	closed     bool
+}
+
+// LexicalInfo describes the model a [Lexical] classifier answers with.
+type LexicalInfo struct {
+	// Agents is how many agents the model can pick (agents with at least
+	// one word of text; the default agent counts when it has examples).
+	Agents int
+	// Texts is how many training texts it learned from.
+	Texts int
+	// Features is the size of its vocabulary.
+	Features int
+	// Default is the default agent's name, "" if none.
+	Default string
+	// TrainedAt and TrainDuration: when the model was built, in how long.
+	TrainedAt     time.Time
+	TrainDuration time.Duration
+}
+
+// NewLexical returns an empty classifier configured by opts (nil means
+// defaults).
+func NewLexical(opts *LexicalOptions) *Lexical {
+	l := &Lexical{}
+	if opts != nil {
+		l.opts = *opts
+	}
+	return l
+}
+
+func (l *Lexical) p() *lexParams {
+	if l.params != nil {
+		return l.params
+	}
+	return &defaultParams
+}
+
+func (l *Lexical) now() time.Time {
+	if l.opts.Now != nil {
+		return l.opts.Now()
+	}
+	return time.Now()
+}
+
+func (l *Lexical) logger() *slog.Logger {
+	if l.opts.Logger != nil {
+		return l.opts.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// initLocked creates the maps and channels. l.mu must be held.
+func (l *Lexical) initLocked() {
+	if l.agents == nil {
+		l.agents = make(map[string]registry.Agent)
+		l.live = make(map[string]*agentLive)
+		l.trained = make(chan struct{})
+		l.kick = make(chan struct{}, 1)
+		l.stop = make(chan struct{})
+		l.done = make(chan struct{})
+	}
+}
+
+// liveLocked returns the live state of the agent named name, creating it.
+// l.mu must be held.
+func (l *Lexical) liveLocked(name string) *agentLive {
+	st := l.live[name]
+	if st == nil {
+		st = &agentLive{}
+		l.live[name] = st
+	}
+	return st
+}
+
+// Info describes the current model; ok is false when there is none yet.
+func (l *Lexical) Info() (info LexicalInfo, ok bool) {
+	m := l.model.Load()
+	if m == nil {
+		return LexicalInfo{}, false
+	}
+	return m.info, true
+}
+
+// Reset replaces the classifier's agents with agents and trains a model on
+// them before returning (a second or two for 15,000 examples). Classify
+// answers from the previous model meanwhile. When names repeat, the last
+// agent wins. If ctx ends first, Reset returns its error and the previous
+// model stays; the new agents are then learned at the next training.
+func (l *Lexical) Reset(ctx context.Context, agents []registry.Agent) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.initLocked()
+	l.resetLocked(agents)
+	l.mu.Unlock()
+	return l.train(ctx)
+}
+
+// resetLocked replaces the agent set. l.mu must be held.
+func (l *Lexical) resetLocked(agents []registry.Agent) {
+	next := make(map[string]registry.Agent, len(agents))
+	for _, a := range agents {
+		next[a.Name] = a.Redacted()
+	}
+	for name, st := range l.live {
+		if _, ok := next[name]; !ok {
+			st.gone.Store(true)
+			delete(l.live, name)
+		}
+	}
+	for name, a := range next {
+		l.liveLocked(name).set(&a)
+	}
+	l.agents = next
+	l.gen++
+}
+
+// Apply updates the classifier with a registry change: a removal or a
+// heartbeat takes effect at once; a new agent, or a change to what the
+// classifier learns from (examples, capabilities, description, display
+// name, default flag), is learned by the next training, which Apply
+// schedules in the background when the classifier follows a registry (see
+// [Lexical.Follow]) and otherwise leaves to the next [Lexical.Retrain].
+func (l *Lexical) Apply(ev registry.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.initLocked()
+	a := &ev.Agent
+	switch ev.Type {
+	case registry.EventHeartbeat:
+		if _, ok := l.agents[a.Name]; ok {
+			l.live[a.Name].set(a)
+		}
+		return
+	case registry.EventPut:
+		old, ok := l.agents[a.Name]
+		l.agents[a.Name] = a.Redacted()
+		l.liveLocked(a.Name).set(a)
+		if ok && sameText(&old, a) {
+			return
+		}
+	case registry.EventDelete:
+		if _, ok := l.agents[a.Name]; !ok {
+			return
+		}
+		delete(l.agents, a.Name)
+		l.live[a.Name].gone.Store(true)
+		delete(l.live, a.Name)
+	default:
+		return
+	}
+	l.gen++
+	if l.running {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sameText reports whether a and b give the same training texts.
+func sameText(a, b *registry.Agent) bool {
+	return a.IsDefault == b.IsDefault && a.DisplayName == b.DisplayName &&
+		a.Description == b.Description && slices.Equal(a.Capabilities, b.Capabilities) &&
+		slices.Equal(a.Examples, b.Examples)
+}
+
+// Retrain trains a model on the current agents, if they changed since the
+// last training, and waits for it.
+func (l *Lexical) Retrain(ctx context.Context) error {
+	return l.train(ctx)
+}
+
+// Source is what [Lexical.Follow] needs from a registry:
+// *registry.Registry implements it. Subscribe must return the current
+// agents and register fn atomically, call fn for every later change in
+// commit order and never concurrently, and stop calling it once cancel
+// returns; cancel may be called more than once.
+type Source interface {
+	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
+}
+
+// Follow makes the classifier learn src's agents: it trains on src's
+// current agents before returning (so Classify is ready when Follow
+// returns, unless that training failed), then retrains in the background
+// after every change, as [Lexical.Apply] describes. stop ends the
+// following; it is idempotent. [Lexical.Close] also ends it, and stops the
+// background trainer. Following a second source replaces the agents with
+// its snapshot; the changes of both are then applied.
+func (l *Lexical) Follow(src Source) (stop func()) {
+	f := &lexFollower{l: l}
+	snapshot, cancel := src.Subscribe(f.event)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		cancel()
+		return func() {}
+	}
+	l.initLocked()
+	l.resetLocked(snapshot)
+	l.cancels = append(l.cancels, cancel)
+	if !l.running {
+		l.running = true
+		go l.run()
+	}
+	l.mu.Unlock()
+
+	if err := l.train(context.Background()); err != nil {
+		l.logger().Error("routing: lexical training failed", "err", err)
+	}
+	f.mu.Lock()
+	for _, ev := range f.pending {
+		l.Apply(ev)
+	}
+	f.pending, f.loaded = nil, true
+	f.mu.Unlock()
+
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			f.mu.Lock()
+			f.stopped = true
+			f.mu.Unlock()
+		})
+	}
+}
+
+// lexFollower queues the events that arrive before Follow has applied the
+// snapshot.
+type lexFollower struct {
+	l       *Lexical
+	mu      sync.Mutex
+	loaded  bool
+	stopped bool
+	pending []registry.Event
+}
+
+func (f *lexFollower) event(ev registry.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.stopped:
+	case !f.loaded:
+		f.pending = append(f.pending, ev)
+	default:
+		f.l.Apply(ev)
+	}
+}
+
+// run is the background trainer: after a change it waits Debounce for
+// more, then trains on the latest agents.
+func (l *Lexical) run() {
+	defer close(l.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-l.stop
+		cancel()
+	}()
+	debounce := l.opts.Debounce
+	if debounce == 0 {
+		debounce = DefaultDebounce
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		}
+		if debounce > 0 {
+			t := time.NewTimer(debounce)
+			select {
+			case <-l.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if err := l.train(ctx); err != nil && ctx.Err() == nil {
+			l.logger().Error("routing: lexical training failed", "err", err)
+		}
+	}
+}
+
+// train trains on the current agents if they changed since the last
+// training, and swaps the new model in.
+func (l *Lexical) train(ctx context.Context) (err error) {
+	l.trainMu.Lock()
+	defer l.trainMu.Unlock()
+	l.mu.Lock()
+	if l.agents == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	gen := l.gen
+	if gen == l.trainedGen && l.trainErr == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	agents := slices.Collect(maps.Values(l.agents))
+	lives := maps.Clone(l.live)
+	l.mu.Unlock()
+
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("routing: lexical training panicked: %v", r)
+		}
+		if ctx.Err() != nil && err != nil {
+			return // cancelled: the agents are learned next time
+		}
+		l.mu.Lock()
+		l.trainedGen, l.trainErr = gen, err
+		close(l.trained)
+		l.trained = make(chan struct{})
+		l.mu.Unlock()
+	}()
+	live := func(name string) *agentLive {
+		if st := lives[name]; st != nil {
+			return st
+		}
+		return &agentLive{}
+	}
+	if l.onTrain != nil {
+		l.onTrain()
+	}
+	m, err := buildModel(ctx, buildTrainSet(agents, live, l.p()), l.p())
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if !l.closed {
+		l.model.Store(m)
+	}
+	l.mu.Unlock()
+	l.logger().Debug("routing: lexical model trained", "agents", m.info.Agents,
+		"texts", m.info.Texts, "features", m.info.Features, "duration", m.info.TrainDuration)
+	return nil
+}
+
+// Sync waits until the model reflects every change the classifier had
+// received when Sync was called, and returns the error of the training
+// that covered them, if it failed. It is for tests and for hosts that
+// want "register, then route" to see the new agent.
+func (l *Lexical) Sync(ctx context.Context) error {
+	l.mu.Lock()
+	if l.agents == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	target := l.gen
+	running := l.running
+	l.mu.Unlock()
+	if !running {
+		return l.train(ctx)
+	}
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return ErrClosed
+		}
+		if l.trainedGen >= target {
+			err := l.trainErr
+			l.mu.Unlock()
+			return err
+		}
+		ch := l.trained
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close stops following registries and stops the background trainer,
+// waiting for it to exit (a training in progress is abandoned). Classify
+// then returns [ErrClosed]. Close is idempotent and safe for concurrent
+// use.
+func (l *Lexical) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		if l.done != nil && l.running {
+			<-l.done
+		}
+		return nil
+	}
+	l.closed = true
+	cancels := l.cancels
+	l.cancels = nil
+	running := l.running
+	if l.stop != nil {
+		close(l.stop)
+		close(l.trained) // wakes Sync
+		l.trained = make(chan struct{})
+	}
+	l.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	if running {
+		<-l.done
+	}
+	l.model.Store(nil)
+	return nil
+}
+
+// classifyScratch is the per-call working memory of Classify.
+type classifyScratch struct {
+	x      extractor
+	vec    sparse
+	z      []float32
+	usable []bool
+	idx    []int
+}
+
+// Classify picks the agent for text. It returns [ErrNoAgents] when there
+// is no agent to pick (not even a default agent) and [ErrClosed] after
+// Close. A text with no words is classified as the default agent (AgentID
+// "" when there is none) with confidence 0.
+func (l *Lexical) Classify(ctx context.Context, text string) (Classification, error) {
+	if err := ctx.Err(); err != nil {
+		return Classification{}, err
+	}
+	m := l.model.Load()
+	if m == nil {
+		l.mu.Lock()
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			return Classification{}, ErrClosed
+		}
+		return Classification{}, ErrNoAgents
+	}
+	sc, _ := l.scratch.Get().(*classifyScratch)
+	if sc == nil {
+		sc = &classifyScratch{}
+	}
+	defer l.scratch.Put(sc)
+	return m.classify(text, l.now(), sc, &l.opts)
+}
+
+// classify implements Classify on one model.
+func (m *lexModel) classify(text string, now time.Time, sc *classifyScratch, o *LexicalOptions) (Classification, error) {
+	out := Classification{
+		DetectedLanguage: detectLanguage(text),
+		Entities:         map[string]any{},
+	}
+	defaultUsable := m.defaultName != "" && m.defaultLive != nil && m.defaultLive.usable(now)
+	fallback := func(summary string) (Classification, error) {
+		if defaultUsable {
+			out.AgentID = m.defaultName
+		}
+		out.IntentSummary = summary
+		return out, nil
+	}
+
+	sc.x.opts = m.p.feat
+	hs := sc.x.extract(text)
+	n := len(m.classes)
+	if cap(sc.z) < n {
+		sc.z = make([]float32, n)
+	}
+	z := sc.z[:n]
+	sc.usable = slices.Grow(sc.usable[:0], n)[:n]
+	usable := 0
+	for c := range m.classes {
+		sc.usable[c] = m.classes[c].live.usable(now)
+		if sc.usable[c] {
+			usable++
+		}
+	}
+	if usable == 0 {
+		if !defaultUsable {
+			return Classification{}, ErrNoAgents
+		}
+		return fallback("no specialist agent is available")
+	}
+	if len(hs) == 0 {
+		return fallback("the message has no words to classify")
+	}
+	var st textStats
+	sc.vec, st = m.voc.vectorize(hs, &m.p.vec, sc.vec)
+	cov := st.coverage(m.p.idfCoverage)
+	m.lin.logits(sc.vec, z)
+	for c, ok := range sc.usable {
+		if !ok {
+			z[c] = float32(math.Inf(-1))
+		}
+	}
+	softmaxInPlace(z)
+
+	// The best classes, best first (ties by class order, which is name
+	// order).
+	k := o.Candidates
+	if k == 0 {
+		k = DefaultCandidates
+	}
+	keep := max(k, 2)
+	sc.idx = sc.idx[:0]
+	for c := range z {
+		if !sc.usable[c] {
+			continue
+		}
+		pos := len(sc.idx)
+		for pos > 0 && z[sc.idx[pos-1]] < z[c] {
+			pos--
+		}
+		if pos < keep {
+			sc.idx = slices.Insert(sc.idx, pos, c)
+			if len(sc.idx) > keep {
+				sc.idx = sc.idx[:keep]
+			}
+		}
+	}
+	best := sc.idx[0]
+	p1 := float64(z[best])
+	out.AgentID = m.classes[best].name
+	out.Confidence = m.cal.confidence(p1, cov)
+	if len(sc.idx) > 1 {
+		ratio := o.AmbiguityRatio
+		if ratio == 0 {
+			ratio = DefaultAmbiguityRatio
+		}
+		out.Ambiguous = ratio > 0 && ratio < 1 && float64(z[sc.idx[1]]) >= ratio*p1
+	}
+	if k > 0 {
+		out.Candidates = make([]Candidate, 0, min(k, len(sc.idx)))
+		for _, c := range sc.idx[:min(k, len(sc.idx))] {
+			out.Candidates = append(out.Candidates, Candidate{AgentID: m.classes[c].name, Score: float64(z[c])})
+		}
+	}
+	out.IntentSummary = m.summary(best, &sc.x, text)
+	return out, nil
+}
+
+// summary describes the intent: the agent and the words of the message
+// that counted most for it.
+func (m *lexModel) summary(best int, x *extractor, text string) string {
+	c := &m.classes[best]
+	if c.isDefault {
+		return "out of scope for the specialist agents (like the default agent's examples)"
+	}
+	toks, stems := x.words(text)
+	type term struct {
+		word string
+		w    float32
+	}
+	var terms []term
+	n := m.lin.nClass
+	for i, s := range stems {
+		col, ok := m.voc.cols[withKind(fnvString(fnvOffset, s), kindWord)]
+		if !ok {
+			continue
+		}
+		w := m.lin.w[int(col)*n+best] * m.voc.idf[col]
+		if w <= 0 || textnorm.IsStopWord(toks[i]) || slices.ContainsFunc(terms, func(t term) bool { return t.word == toks[i] }) {
+			continue
+		}
+		terms = append(terms, term{toks[i], w})
+	}
+	slices.SortStableFunc(terms, func(a, b term) int {
+		switch {
+		case a.w > b.w:
+			return -1
+		case a.w < b.w:
+			return 1
+		}
+		return 0
+	})
+	var b strings.Builder
+	b.WriteString("request for ")
+	b.WriteString(c.display)
+	for i, t := range terms[:min(3, len(terms))] {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.word)
+	}
+	if len(terms) > 0 {
+		b.WriteString(")")
+	}
+	return b.String()
+}

@@ -1,0 +1,163 @@
+package routing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/internal/evalrouting"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/routing"
+)
+
+// lexBenchAgents returns 150 agents × 100 examples and messages to classify:
+// CLINC150's training and validation utterances when the data is there,
+// else synthetic text of the same shape.
+func lexBenchAgents(b *testing.B) ([]registry.Agent, []string) {
+	b.Helper()
+	train, err := evalrouting.LoadUtterances(filepath.Join(lexClincDir(), "train.jsonl"))
+	if err == nil {
+		val, verr := evalrouting.LoadUtterances(filepath.Join(lexClincDir(), "val.jsonl"))
+		if verr != nil {
+			b.Fatal(verr)
+		}
+		agents := evalrouting.Agents(train, true)
+		msgs := make([]string, len(val))
+		for i, u := range val {
+			msgs[i] = u.Text
+		}
+		return agents, msgs
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		b.Fatal(err)
+	}
+	return lexSyntheticAgents(150, 100, 1)
+}
+
+// lexSyntheticAgents makes n agents with k examples each from a Zipf-like
+// vocabulary: each agent has topic words of its own and shares the rest.
+func lexSyntheticAgents(n, k int, seed uint64) ([]registry.Agent, []string) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	common := make([]string, 400)
+	for i := range common {
+		common[i] = fmt.Sprintf("w%dx", i)
+	}
+	var agents []registry.Agent
+	var msgs []string
+	for a := range n {
+		topic := make([]string, 8)
+		for i := range topic {
+			topic[i] = fmt.Sprintf("t%dq%d", a, i)
+		}
+		ag := registry.Agent{Name: fmt.Sprintf("agent-%03d", a), Description: "Agent " + strings.Join(topic[:3], " ")}
+		for e := range k + 10 {
+			words := make([]string, 4+rng.IntN(8))
+			for i := range words {
+				if rng.IntN(3) == 0 {
+					words[i] = topic[rng.IntN(len(topic))]
+				} else {
+					words[i] = common[int(float64(len(common))*rng.Float64()*rng.Float64())]
+				}
+			}
+			if e < k {
+				ag.Examples = append(ag.Examples, strings.Join(words, " "))
+			} else {
+				msgs = append(msgs, strings.Join(words, " "))
+			}
+		}
+		agents = append(agents, ag)
+	}
+	return agents, msgs
+}
+
+// BenchmarkClassify: one message against 150 agents × 100 examples.
+func BenchmarkClassify(b *testing.B) {
+	agents, msgs := lexBenchAgents(b)
+	l := routing.NewLexical(nil)
+	defer l.Close()
+	if err := l.Reset(context.Background(), agents); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := l.Classify(ctx, msgs[i%len(msgs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkClassifyParallel: the same from every CPU at once.
+func BenchmarkClassifyParallel(b *testing.B) {
+	agents, msgs := lexBenchAgents(b)
+	l := routing.NewLexical(nil)
+	defer l.Close()
+	if err := l.Reset(context.Background(), agents); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := l.Classify(ctx, msgs[i%len(msgs)]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkTrain: a full training (final model and calibration) on 150
+// agents × 100 examples, as after a registry change.
+func BenchmarkTrain(b *testing.B) {
+	agents, _ := lexBenchAgents(b)
+	ctx := context.Background()
+	var cpu time.Duration
+	cpuOK := true
+	for b.Loop() {
+		c0, ok0 := lexProcessCPUTime()
+		l := routing.NewLexical(nil)
+		if err := l.Reset(ctx, agents); err != nil {
+			b.Fatal(err)
+		}
+		c1, ok1 := lexProcessCPUTime()
+		cpu += c1 - c0
+		cpuOK = cpuOK && ok0 && ok1
+		l.Close()
+	}
+	if cpuOK {
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	}
+}
+
+// BenchmarkRetrain: one registry change, from the event to the new model
+// being served (Debounce off), with 150 agents × 100 examples.
+func BenchmarkRetrain(b *testing.B) {
+	agents, _ := lexBenchAgents(b)
+	src := &lexSource{agents: agents}
+	l := routing.NewLexical(&routing.LexicalOptions{Debounce: -1})
+	defer l.Close()
+	defer l.Follow(src)()
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		a := agents[i%len(agents)]
+		a.Examples = append(a.Examples[:len(a.Examples):len(a.Examples)], fmt.Sprintf("one more example %d", i))
+		src.emit(registry.Event{Type: registry.EventPut, Agent: a})
+		if err := l.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

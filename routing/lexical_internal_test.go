@@ -1,0 +1,332 @@
+package routing
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+func TestCalibrationMonotonic(t *testing.T) {
+	cals := []calibration{defaultParams.cal, {alpha: 0.3, beta: 2, coverage: 0}, {alpha: 5, beta: -20, coverage: 10}}
+	for _, c := range cals {
+		prev := -1.0
+		for p := 0.0; p <= 1; p += 0.01 {
+			prevCov := -1.0
+			for cov := 0.0; cov <= 1; cov += 0.05 {
+				v := c.confidence(p, cov)
+				require.False(t, math.IsNaN(v))
+				require.GreaterOrEqual(t, v, 0.0)
+				require.LessOrEqual(t, v, 1.0)
+				require.GreaterOrEqual(t, v, prevCov, "non-decreasing in coverage (%+v p=%g cov=%g)", c, p, cov)
+				prevCov = v
+			}
+			v := c.confidence(p, 0.5)
+			require.GreaterOrEqual(t, v, prev, "non-decreasing in p (%+v p=%g)", c, p)
+			prev = v
+		}
+	}
+}
+
+func TestCalibrateFallsBackOnSmallRegistries(t *testing.T) {
+	p := &defaultParams
+	ts := buildTrainSet(lexHelpDeskInternal(), func(string) *agentLive { return &agentLive{} }, p)
+	cal, err := calibrate(context.Background(), ts, p)
+	require.NoError(t, err)
+	want := p.cal
+	want.beta += p.calPerLogK * math.Log(3)
+	assert.Equal(t, want, cal, "too few held-out examples: the default calibration for 3 agents")
+}
+
+func TestFitLogistic(t *testing.T) {
+	// Recover known parameters from noisy data.
+	var xs [][]float64
+	var ys []float64
+	for i := range 4000 {
+		x1 := float64(i%200)/20 - 5
+		x2 := float64((i*7)%100) / 100
+		p := sigmoid(1.5*x1 - 2*x2 + 0.5)
+		y := 0.0
+		if float64((i*7919)%1000)/1000 < p {
+			y = 1
+		}
+		xs = append(xs, []float64{x1, x2})
+		ys = append(ys, y)
+	}
+	w := fitLogistic(xs, ys, 1e-6)
+	require.Len(t, w, 3)
+	assert.InDelta(t, 1.5, w[0], 0.25)
+	assert.InDelta(t, -2, w[1], 0.6)
+	assert.InDelta(t, 0.5, w[2], 0.4)
+
+	// Separable data stays finite.
+	w = fitLogistic([][]float64{{-1}, {-2}, {1}, {2}}, []float64{0, 0, 1, 1}, 1e-3)
+	for _, v := range w {
+		assert.False(t, math.IsInf(v, 0) || math.IsNaN(v))
+	}
+	assert.Nil(t, fitLogistic(nil, nil, 1))
+}
+
+func TestExtractFeatures(t *testing.T) {
+	x := &extractor{opts: defaultParams.feat}
+	hs := slices.Clone(x.extract("Budgets"))
+	assert.True(t, slices.IsSorted(hs))
+	kinds := map[int]int{}
+	for _, h := range hs {
+		kinds[kindOf(h)]++
+	}
+	assert.Equal(t, 1, kinds[kindWord])
+	assert.Equal(t, 2, kinds[kindBigram], "^ budget, budget $")
+	// "<budgets>" has 9 runes: 8 bigrams, 7 trigrams, 6 four-grams.
+	assert.Equal(t, 8+7+6, kinds[kindChar])
+	assert.Equal(t, hs, x.extract("budgets"), "case-folded")
+	w1 := withKind(fnvString(fnvOffset, "budget"), kindWord)
+	assert.Contains(t, x.extract("budgeting"), w1, "stemmed")
+	assert.Empty(t, x.extract(" ?! "))
+
+	// Bounded: a huge input gives at most maxTextTokens words.
+	long := ""
+	for range 2 * maxTextTokens {
+		long += "word "
+	}
+	toks, _ := x.words(long)
+	assert.Len(t, toks, maxTextTokens)
+}
+
+func TestVectorizeNormalised(t *testing.T) {
+	x := &extractor{opts: defaultParams.feat}
+	docs := [][]uint64{slices.Clone(x.extract("set a timer")), slices.Clone(x.extract("weather in Paris"))}
+	voc := buildVocabulary(docs, &defaultParams.vec, 0)
+	v, st := voc.vectorize(x.extract("set a timer in Paris please"), &defaultParams.vec, sparse{})
+	var sq float64
+	for _, val := range v.vals {
+		sq += float64(val) * float64(val)
+	}
+	assert.InDelta(t, 1, sq, 1e-5)
+	assert.Positive(t, st.unknown)
+	assert.Greater(t, st.coverage(false), 0.0)
+	assert.Less(t, st.coverage(true), st.coverage(false), "unseen features weigh more under idf")
+	v, st = voc.vectorize(nil, &defaultParams.vec, v)
+	assert.Empty(t, v.cols)
+	assert.Zero(t, st.coverage(true))
+}
+
+func TestTrainLinearSeparates(t *testing.T) {
+	samples := []sample{
+		{x: sparse{cols: []int32{0}, vals: []float32{1}}, class: 0, weight: 1},
+		{x: sparse{cols: []int32{1}, vals: []float32{1}}, class: 1, weight: 1},
+		{x: sparse{cols: []int32{2}, vals: []float32{1}}, class: 2, weight: 1},
+	}
+	o := defaultParams.sgd
+	o.epochs = 200
+	m, err := trainLinear(context.Background(), samples, 3, 3, o)
+	require.NoError(t, err)
+	z := make([]float32, 3)
+	for c := range 3 {
+		m.logits(samples[c].x, z)
+		softmaxInPlace(z)
+		assert.Equal(t, c, argmax(z))
+		assert.Greater(t, z[c], float32(0.9))
+	}
+	_, err = trainLinear(lexCanceledCtx(), samples, 3, 3, o)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func lexCanceledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func TestAgentTexts(t *testing.T) {
+	ex, prof := agentTexts(&registry.Agent{Name: "x", DisplayName: "Cost Tool", Capabilities: []string{"costCenter", "budget"},
+		Description: "Tracks budgets. Does reports!\nAnd more", Examples: []string{"one", " ", "two"}})
+	assert.Equal(t, []string{"one", "two"}, ex)
+	assert.Equal(t, []string{"Cost Tool costCenter cost center budget", "Tracks budgets", "Does reports", "And more"}, prof)
+	ex, prof = agentTexts(&registry.Agent{Name: "d", IsDefault: true, Description: "Anything", Examples: []string{"hi"}})
+	assert.Equal(t, []string{"hi"}, ex)
+	assert.Empty(t, prof, "the default agent learns from its examples only")
+}
+
+func lexHelpDeskInternal() []registry.Agent {
+	return []registry.Agent{
+		{Name: "weather", Examples: []string{"what's the weather in Paris", "will it rain tomorrow", "weather forecast for Berlin"}},
+		{Name: "translate", Examples: []string{"translate hello into French", "how do you say thank you in Spanish"}},
+		{Name: "timer", Examples: []string{"set a timer for 10 minutes", "start a 5 minute timer"}},
+		{Name: "fallback", IsDefault: true, Description: "Anything else."},
+	}
+}
+
+// lexFakeSource delivers events on demand.
+type lexFakeSource struct {
+	mu     sync.Mutex
+	agents []registry.Agent
+	fn     func(registry.Event)
+}
+
+func (s *lexFakeSource) Subscribe(fn func(registry.Event)) ([]registry.Agent, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fn = fn
+	return s.agents, func() {
+		s.mu.Lock()
+		s.fn = nil
+		s.mu.Unlock()
+	}
+}
+
+func (s *lexFakeSource) emit(ev registry.Event) {
+	s.mu.Lock()
+	fn := s.fn
+	s.mu.Unlock()
+	if fn != nil {
+		fn(ev)
+	}
+}
+
+func TestRetrainDoesNotBlockClassify(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: -1})
+	defer l.Close()
+	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	defer l.Follow(src)()
+	ctx := context.Background()
+	before := l.model.Load()
+	require.NotNil(t, before)
+
+	// The next training blocks until released.
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	l.trainMu.Lock()
+	l.onTrain = func() {
+		once.Do(func() { close(entered) })
+		<-release
+	}
+	l.trainMu.Unlock()
+	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
+	<-entered
+
+	// While it trains, Classify answers at once from the previous model
+	// (from many goroutines; run with -race).
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				c, err := l.Classify(ctx, "play some jazz")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c.AgentID == "music" {
+					t.Error("the new agent showed up before its model was swapped in")
+					return
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Classify blocked behind training")
+	}
+	assert.Equal(t, int64(800), answered.Load())
+	assert.Same(t, before, l.model.Load(), "the old model is still served")
+
+	close(release)
+	require.NoError(t, l.Sync(ctx))
+	assert.NotSame(t, before, l.model.Load(), "the new model was swapped in")
+	c, err := l.Classify(ctx, "play some jazz")
+	require.NoError(t, err)
+	assert.Equal(t, "music", c.AgentID)
+}
+
+func TestRetrainCoalescesBursts(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: 100 * time.Millisecond})
+	defer l.Close()
+	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	defer l.Follow(src)()
+	var trainings atomic.Int64
+	l.trainMu.Lock()
+	l.onTrain = func() { trainings.Add(1) }
+	l.trainMu.Unlock()
+	for i := range 50 {
+		src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
+			Name: "burst", Examples: []string{"burst example", string(rune('a' + i%26))}}})
+	}
+	// A heartbeat or an unchanged re-registration needs no training.
+	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[0]})
+	require.NoError(t, l.Sync(context.Background()))
+	assert.Equal(t, int64(1), trainings.Load(), "50 changes within the debounce window cost one training")
+
+	src.emit(registry.Event{Type: registry.EventPut, Agent: lexHelpDeskInternal()[0]})
+	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[1]})
+	require.NoError(t, l.Sync(context.Background()))
+	assert.Equal(t, int64(1), trainings.Load(), "nothing the classifier learns from changed")
+}
+
+func TestCloseStopsTrainer(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: time.Hour})
+	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	l.Follow(src)
+	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"x"}}})
+	require.NoError(t, l.Close())
+	select {
+	case <-l.done:
+	default:
+		t.Fatal("the trainer goroutine is still running after Close")
+	}
+
+	// Close abandons a training in progress.
+	l = NewLexical(&LexicalOptions{Debounce: -1})
+	l.Follow(&lexFakeSource{agents: lexHelpDeskInternal()})
+	entered := make(chan struct{})
+	l.trainMu.Lock()
+	l.onTrain = func() { close(entered) }
+	l.trainMu.Unlock()
+	l.Apply(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "y", Examples: []string{"y"}}})
+	<-entered
+	require.NoError(t, l.Close())
+	<-l.done
+	assert.Nil(t, l.model.Load())
+}
+
+func TestTrainPanicIsAnError(t *testing.T) {
+	l := NewLexical(nil)
+	defer l.Close()
+	l.onTrain = func() { panic("boom") }
+	err := l.Reset(context.Background(), lexHelpDeskInternal())
+	require.ErrorContains(t, err, "panicked: boom")
+	l.onTrain = nil
+	require.NoError(t, l.Retrain(context.Background()), "the next training retries")
+	c, err := l.Classify(context.Background(), "set a timer")
+	require.NoError(t, err)
+	assert.Equal(t, "timer", c.AgentID)
+}
+
+func TestVocabularyCap(t *testing.T) {
+	x := &extractor{opts: defaultParams.feat}
+	var docs [][]uint64
+	for _, text := range []string{"set a timer", "set an alarm", "set the table", "weather in Paris"} {
+		docs = append(docs, slices.Clone(x.extract(text)))
+	}
+	all := buildVocabulary(docs, &defaultParams.vec, 0)
+	capped := buildVocabulary(docs, &defaultParams.vec, 5)
+	require.Len(t, capped.idf, 5)
+	assert.Greater(t, len(all.idf), 5)
+	set := withKind(fnvString(fnvOffset, "set"), kindWord)
+	assert.Contains(t, capped.cols, set, "the most frequent features are kept")
+	again := buildVocabulary(docs, &defaultParams.vec, 5)
+	assert.Equal(t, capped.cols, again.cols, "deterministic")
+}

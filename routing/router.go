@@ -1,0 +1,630 @@
+package routing
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/session"
+)
+
+// Limits of a routed [Request] (SPEC 5).
+const (
+	// MaxInputRunes is the longest input, in characters (Unicode code
+	// points).
+	MaxInputRunes = 10000
+)
+
+// DefaultRetryAfter is the Retry-After of an [UnavailableError] when no
+// breaker says when an agent will be back.
+const DefaultRetryAfter = 5 * time.Second
+
+// Errors of [Router.Handle], besides [ErrNoDefaultAgent] (HTTP 503
+// no_default_agent), session store errors (500) and the context's error.
+var (
+	// ErrInvalidRequest: the request is malformed (HTTP 400,
+	// invalid_argument). The error text names the field.
+	ErrInvalidRequest = errors.New("routing: invalid request")
+	// ErrUnavailable: no agent could take the request — the chosen agent
+	// and the default agent are all down (HTTP 503 with Retry-After). The
+	// error is an *[UnavailableError].
+	ErrUnavailable = errors.New("routing: no agent available")
+)
+
+// UnavailableError is the error of a request no agent could take. It
+// matches [ErrUnavailable].
+type UnavailableError struct {
+	// Agents are the agents tried, in order, with the code of each
+	// failure ("agent_unavailable", "agent_error", …).
+	Agents []string
+	Codes  []string
+	// RetryAfter is when the caller may retry: when the first of the
+	// tried agents' breakers half-opens, else RouterOptions.RetryAfter.
+	// At least one second.
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	var b strings.Builder
+	b.WriteString("routing: no agent available")
+	for i, a := range e.Agents {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %s", a, e.Codes[i])
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrUnavailable) hold.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Directory is what a [Router] needs from the registry: the agents and
+// their changes. *registry.Registry implements it. Subscribe must return
+// the current agents and register fn atomically, then call fn for every
+// later change in commit order.
+type Directory interface {
+	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
+}
+
+// Dispatcher sends a routed message to an agent: *delegation.Client
+// implements it, so routed turns use the same transports, breakers, limits
+// and records as delegations. A delegation that ran and failed is a record
+// with a status other than completed, not an error.
+type Dispatcher interface {
+	Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error)
+}
+
+// RouterOptions configures a [Router]. A nil *RouterOptions, like the zero
+// value of every field, means the documented default. New copies it.
+type RouterOptions struct {
+	// DisableClarification turns clarification off (gate rule 4): a
+	// message below its agent's threshold then always falls back to the
+	// default agent. False (the default) means clarification is enabled.
+	DisableClarification bool
+
+	// Breakers are the per-agent circuit breakers, used to skip an agent
+	// whose breaker is open without a delegation, and to compute the
+	// Retry-After of an [UnavailableError]. Pass the Set the dispatcher
+	// uses. Nil means the router does not look at breakers (the
+	// delegation client still refuses open ones, and Retry-After is
+	// RetryAfter).
+	Breakers *breaker.Set
+
+	// DispatchTimeout bounds one dispatch (all its attempts). Zero means
+	// the dispatcher's default (120 s for a delegation client).
+	DispatchTimeout time.Duration
+
+	// RetryAfter is the Retry-After of an [UnavailableError] when no open
+	// breaker says better. Zero or negative means [DefaultRetryAfter].
+	RetryAfter time.Duration
+
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+
+	// Logger receives each decision at Debug level (request and session
+	// ids, decision, reason, agents, confidence, and the input's length
+	// and hash — never its text), and session bookkeeping failures that do
+	// not fail the request at Warn. Nil means discard.
+	Logger *slog.Logger
+}
+
+// Router is the routing orchestrator of SPEC 5.1: session bypass,
+// classification, the confidence gate, clarification, dispatch with one
+// fallback to the default agent, and the session lifecycle.
+//
+// A Router keeps its own view of the registered agents, fed by the
+// registry's subscription, so routing reads no store. It is safe for
+// concurrent use. Create it with [New] and stop it with [Router.Close].
+type Router struct {
+	classifier Classifier
+	dispatcher Dispatcher
+	sessions   *session.Manager
+	breakers   *breaker.Set
+	clarify    bool
+	timeout    time.Duration
+	retryAfter time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+
+	mu     sync.RWMutex
+	agents map[string]registry.Agent // redacted
+	def    string                    // the default agent, "" if none
+
+	cancel    func()
+	closeOnce sync.Once
+}
+
+// New returns a Router that classifies with classifier, follows the
+// agents of dir, dispatches through dispatcher and keeps conversations in
+// sessions. classifier, dir and dispatcher are required; a nil sessions
+// makes every request anonymous (no session is kept). opts may be nil.
+func New(classifier Classifier, dir Directory, dispatcher Dispatcher, sessions *session.Manager, opts *RouterOptions) (*Router, error) {
+	switch {
+	case classifier == nil:
+		return nil, errors.New("routing: new router: nil classifier")
+	case dir == nil:
+		return nil, errors.New("routing: new router: nil directory")
+	case dispatcher == nil:
+		return nil, errors.New("routing: new router: nil dispatcher")
+	}
+	var o RouterOptions
+	if opts != nil {
+		o = *opts
+	}
+	r := &Router{
+		classifier: classifier,
+		dispatcher: dispatcher,
+		sessions:   sessions,
+		breakers:   o.Breakers,
+		clarify:    !o.DisableClarification,
+		timeout:    o.DispatchTimeout,
+		retryAfter: o.RetryAfter,
+		now:        o.Now,
+		log:        o.Logger,
+		agents:     make(map[string]registry.Agent),
+	}
+	if r.retryAfter <= 0 {
+		r.retryAfter = DefaultRetryAfter
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.mu.Lock()
+	snapshot, cancel := dir.Subscribe(r.apply)
+	for _, a := range snapshot {
+		r.putLocked(a)
+	}
+	r.cancel = cancel
+	r.mu.Unlock()
+	return r, nil
+}
+
+// Close stops following the registry. The Router must not be used after.
+// It is idempotent and returns nil.
+func (r *Router) Close() error {
+	r.closeOnce.Do(func() {
+		if r.cancel != nil {
+			r.cancel()
+		}
+	})
+	return nil
+}
+
+// apply follows one registry change.
+func (r *Router) apply(ev registry.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch ev.Type {
+	case registry.EventPut, registry.EventHeartbeat:
+		r.putLocked(ev.Agent)
+	case registry.EventDelete:
+		delete(r.agents, ev.Agent.Name)
+		if r.def == ev.Agent.Name {
+			r.def = ""
+		}
+	}
+}
+
+func (r *Router) putLocked(a registry.Agent) {
+	a = a.Redacted()
+	r.agents[a.Name] = a
+	switch {
+	case a.IsDefault:
+		r.def = a.Name
+	case r.def == a.Name:
+		r.def = ""
+	}
+}
+
+// agent returns the registered agent called name.
+func (r *Router) agent(name string) (registry.Agent, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.agents[name]
+	return a, ok
+}
+
+// defaultAgent returns the default agent's name, "" if none.
+func (r *Router) defaultAgent() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.def
+}
+
+// Request is a message to route: the body of POST /v1/request (SPEC 5),
+// with the seed orchestrator's snake_case names.
+type Request struct {
+	// Input is the user's message: 1 to MaxInputRunes characters of
+	// valid UTF-8, not blank.
+	Input string `json:"input"`
+	// UserID identifies the user; EmployeeID is used when it is empty.
+	// Without either the request is anonymous: no session is kept.
+	UserID     string `json:"user_id,omitempty"`
+	EmployeeID string `json:"employee_id,omitempty"`
+	// DisplayName is passed to the agent.
+	DisplayName string `json:"display_name,omitempty"`
+	// SessionID, if given, must be a UUID. An identified user's active
+	// session always wins over it (one active session per user); an
+	// anonymous request gets it echoed back.
+	SessionID string `json:"session_id,omitempty"`
+	// Locale (a BCP 47 tag) is the language of a session bypass's
+	// classification and of a clarification question when the classifier
+	// detected none.
+	Locale string `json:"locale,omitempty"`
+	// EntryPoint names the client (the seed's "slack"); informational.
+	EntryPoint string `json:"entry_point,omitempty"`
+	// Metadata is passed to the agent (MCP handle_message metadata) and
+	// stored on a new session.
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// RequestID is the front-end's id for the request; empty means a new
+	// UUID. Not part of the wire form.
+	RequestID string `json:"-"`
+}
+
+// identity returns the request's user: user_id ?? employee_id.
+func (req *Request) identity() string {
+	if req.UserID != "" {
+		return req.UserID
+	}
+	return req.EmployeeID
+}
+
+func (req *Request) validate() error {
+	n := utf8.RuneCountInString(req.Input)
+	switch {
+	case !utf8.ValidString(req.Input):
+		return fmt.Errorf("%w: input is not valid UTF-8", ErrInvalidRequest)
+	case n == 0:
+		return fmt.Errorf("%w: input is required", ErrInvalidRequest)
+	case n > MaxInputRunes:
+		return fmt.Errorf("%w: input is %d characters, more than %d", ErrInvalidRequest, n, MaxInputRunes)
+	case strings.TrimSpace(req.Input) == "":
+		return fmt.Errorf("%w: input is blank", ErrInvalidRequest)
+	case req.SessionID != "" && !isUUID(req.SessionID):
+		return fmt.Errorf("%w: session_id is not a UUID", ErrInvalidRequest)
+	case len(req.UserID) > session.MaxUserIDLen:
+		return fmt.Errorf("%w: user_id is longer than %d bytes", ErrInvalidRequest, session.MaxUserIDLen)
+	case len(req.EmployeeID) > session.MaxUserIDLen:
+		return fmt.Errorf("%w: employee_id is longer than %d bytes", ErrInvalidRequest, session.MaxUserIDLen)
+	}
+	return nil
+}
+
+// Response is the reply to a routed request (SPEC 5.1 step 8), with the
+// seed orchestrator's snake_case names.
+type Response struct {
+	RequestID string `json:"request_id"`
+	// SessionID is the user's session; for an anonymous request, the
+	// request's session_id echoed (often empty).
+	SessionID string `json:"session_id"`
+	// AgentID is the agent that answered; empty for clarify.
+	AgentID string `json:"agent_id"`
+	// Decision is route, clarify or fallback; Reason its code.
+	Decision Action `json:"decision"`
+	Reason   Reason `json:"reason"`
+	// Confidence is the classifier's confidence in its top agent, whatever
+	// the decision (1 for a session bypass, 0 when the classifier failed).
+	Confidence float64 `json:"confidence"`
+	// Response is the agent's answer, or the clarification question.
+	Response         string `json:"response"`
+	WorkflowComplete bool   `json:"workflow_complete"`
+	// Classification is what the classifier said about the message.
+	Classification ResponseClassification `json:"classification"`
+	// ClarificationQuestion and SuggestedAgent are set for clarify.
+	ClarificationQuestion string `json:"clarification_question,omitempty"`
+	SuggestedAgent        string `json:"suggested_agent,omitempty"`
+	// DelegationID is the id of the delegation record of the answering
+	// dispatch; empty for clarify.
+	DelegationID string `json:"delegation_id,omitempty"`
+	DurationMs   int64  `json:"duration_ms"`
+	// Routing repeats the decision in the seed's form, with the human
+	// reason text.
+	Routing RoutingInfo `json:"routing"`
+}
+
+// ResponseClassification is the classification object of a [Response].
+type ResponseClassification struct {
+	Intent     string         `json:"intent"`
+	Confidence float64        `json:"confidence"`
+	Language   string         `json:"language"`
+	Entities   map[string]any `json:"entities"`
+}
+
+// RoutingInfo is the seed orchestrator's routing object.
+type RoutingInfo struct {
+	Action Action `json:"action"`
+	Reason string `json:"reason"`
+}
+
+// turn is the state of one request through the pipeline.
+type turn struct {
+	req      Request
+	id       string
+	user     string // "" for anonymous
+	start    time.Time
+	text     string // the text classified and dispatched
+	resolved bool   // the message answered a clarification question
+	cls      Classification
+	dec      Decision
+	// sess is the user's live active session found at step 2, if any.
+	sess *session.Session
+}
+
+// Handle routes one message through the pipeline of SPEC 5.1 and returns
+// the reply. Errors: [ErrInvalidRequest] (400), [ErrNoDefaultAgent] (503
+// no_default_agent), an *[UnavailableError] (503 with Retry-After), ctx's
+// error, or a wrapped session store error (500).
+//
+// Pipeline: validate; identify the user (user_id ?? employee_id, none →
+// anonymous, nothing stored); resolve a pending clarification, or bypass
+// classification for a user with an active session whose agent is still
+// registered (an agent gone closes the session abandoned); classify; gate;
+// ask (clarify) or dispatch, falling back to the default agent once when
+// the chosen agent's breaker is open or its dispatch fails; record the
+// turns and workflow state on the session, closing it completed on
+// workflow_complete and error when no agent could answer.
+//
+// Anonymous users cannot have a pending clarification: they get the
+// question, and their next message is classified on its own.
+func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err error) {
+	if err := req.validate(); err != nil {
+		return Response{}, err
+	}
+	t := &turn{req: req, id: req.RequestID, user: req.identity(), start: r.now(), text: req.Input}
+	if t.id == "" {
+		t.id = newRequestID()
+	}
+	if r.sessions == nil {
+		t.user = ""
+	}
+	defer func() { r.logDecision(t, resp, err) }()
+
+	// Step 2: pending clarification or session bypass.
+	var pending *session.Clarification
+	if t.user != "" {
+		s, err := r.sessions.Active(ctx, t.user)
+		switch {
+		case err == nil:
+			t.sess = &s
+		case !errors.Is(err, session.ErrNotFound):
+			return Response{}, fmt.Errorf("routing: session lookup: %w", err)
+		}
+		if t.sess != nil && t.sess.PendingClarification != nil {
+			pending, err = r.sessions.TakeClarification(ctx, t.sess.ID)
+			switch {
+			case err == nil:
+			case gone(err):
+				t.sess = nil
+			default:
+				return Response{}, fmt.Errorf("routing: session clarification: %w", err)
+			}
+		}
+		if t.sess != nil && pending == nil && t.sess.ActiveAgent != "" {
+			if _, ok := r.agent(t.sess.ActiveAgent); ok {
+				t.cls = Classification{
+					AgentID:          t.sess.ActiveAgent,
+					Confidence:       1,
+					DetectedLanguage: localeLanguage(req.Locale),
+					Entities:         map[string]any{},
+				}
+				t.dec = Decision{
+					Action: ActionRoute,
+					Reason: ReasonSession,
+					Detail: "Active session bypass to " + quoteID(t.sess.ActiveAgent),
+					Agent:  t.sess.ActiveAgent,
+				}
+				return r.dispatch(ctx, t)
+			}
+			// The session's agent is gone: close the session, reclassify.
+			if _, err := r.sessions.CloseSession(ctx, t.sess.ID, session.StatusAbandoned); err != nil && !gone(err) {
+				return Response{}, fmt.Errorf("routing: close session: %w", err)
+			}
+			t.sess = nil
+		}
+	}
+	if pending != nil {
+		t.resolved = true
+		t.text = pending.OriginalInput + " " + req.Input
+	}
+
+	// Steps 3 and 4: classify and gate.
+	if err := r.decide(ctx, t); err != nil {
+		return Response{}, err
+	}
+	// Step 5: clarify.
+	if t.dec.Action == ActionClarify {
+		return r.ask(ctx, t)
+	}
+	// Steps 6 and 7: dispatch.
+	return r.dispatch(ctx, t)
+}
+
+// decide classifies t.text and runs the gate, setting t.cls and t.dec.
+func (r *Router) decide(ctx context.Context, t *turn) error {
+	cls, err := r.classifier.Classify(ctx, t.text)
+	def := r.defaultAgent()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t.cls = Classification{DetectedLanguage: localeLanguage(t.req.Locale), Entities: map[string]any{}}
+		t.dec = Decision{
+			Action: ActionFallback,
+			Reason: ReasonClassifierError,
+			Detail: "Classifier failed, falling back to default",
+			Agent:  def,
+		}
+		if def == "" {
+			return fmt.Errorf("%w (classifier: %w)", ErrNoDefaultAgent, err)
+		}
+		return nil
+	}
+	if cls.Entities == nil {
+		cls.Entities = map[string]any{}
+	}
+	if cls.DetectedLanguage == "" {
+		cls.DetectedLanguage = localeLanguage(t.req.Locale)
+	}
+	t.cls = cls
+	in := GateInput{
+		Classification: cls,
+		Default:        def,
+		// At most one clarification round per turn.
+		Clarification: r.clarify && !t.resolved,
+	}
+	if a, ok := r.agent(cls.AgentID); ok && !a.StaleAt(r.now()) {
+		in.Agent = &a
+	}
+	t.dec, err = Gate(in)
+	if t.resolved && t.dec.Action == ActionFallback {
+		t.dec.Reason = ReasonClarificationUnresolved
+		t.dec.Detail = "Still unclear after clarification: " + t.dec.Detail
+	}
+	return err
+}
+
+// ask answers with the clarification question (SPEC 5.4) and, for an
+// identified user, stores the pending clarification and the exchange on
+// the user's session.
+func (r *Router) ask(ctx context.Context, t *turn) (Response, error) {
+	a, _ := r.agent(t.dec.Agent)
+	q := ClarificationQuestion(a, t.cls.DetectedLanguage)
+	sid := t.req.SessionID
+	if t.user != "" {
+		s, err := r.openSession(ctx, t, "")
+		if err != nil {
+			return Response{}, err
+		}
+		sid = s.ID
+		bg := context.WithoutCancel(ctx)
+		if _, err := r.sessions.SetClarification(bg, sid, t.dec.Agent, t.text); err != nil {
+			return Response{}, fmt.Errorf("routing: store clarification: %w", err)
+		}
+		if _, err := r.sessions.AppendTurns(bg, sid, session.Turn{Role: session.RoleAgent, Content: q}); err != nil {
+			r.log.Warn("routing: append clarification turn failed", "request_id", t.id, "session_id", sid, "err", err)
+		}
+	}
+	resp := r.reply(t, sid)
+	resp.Response = q
+	resp.ClarificationQuestion = q
+	resp.SuggestedAgent = t.dec.Agent
+	return resp, nil
+}
+
+// reply returns the parts of the response common to every decision.
+func (r *Router) reply(t *turn, sid string) Response {
+	return Response{
+		RequestID:  t.id,
+		SessionID:  sid,
+		Decision:   t.dec.Action,
+		Reason:     t.dec.Reason,
+		Confidence: t.cls.Confidence,
+		Classification: ResponseClassification{
+			Intent:     t.cls.IntentSummary,
+			Confidence: t.cls.Confidence,
+			Language:   t.cls.DetectedLanguage,
+			Entities:   t.cls.Entities,
+		},
+		DurationMs: r.now().Sub(t.start).Milliseconds(),
+		Routing:    RoutingInfo{Action: t.dec.Action, Reason: t.dec.Detail},
+	}
+}
+
+// logDecision logs the outcome of a request at Debug level, without the
+// input's text.
+func (r *Router) logDecision(t *turn, resp Response, err error) {
+	ctx := context.Background()
+	if !r.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	sum := sha256.Sum256([]byte(t.req.Input))
+	attrs := []slog.Attr{
+		slog.String("request_id", t.id),
+		slog.Int("input_len", len(t.req.Input)),
+		slog.String("input_sha256", hex.EncodeToString(sum[:8])),
+		slog.Bool("anonymous", t.user == ""),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("decision", string(t.dec.Action)), slog.String("reason", string(t.dec.Reason)), slog.Any("err", err))
+		r.log.LogAttrs(ctx, slog.LevelDebug, "routing: request failed", attrs...)
+		return
+	}
+	attrs = append(attrs,
+		slog.String("session_id", resp.SessionID),
+		slog.String("decision", string(resp.Decision)),
+		slog.String("reason", string(resp.Reason)),
+		slog.String("agent", resp.AgentID),
+		slog.String("classified_agent", t.cls.AgentID),
+		slog.Float64("confidence", resp.Confidence),
+		slog.Bool("ambiguous", t.cls.Ambiguous),
+		slog.Bool("clarification_resolved", t.resolved),
+		slog.Int64("duration_ms", resp.DurationMs),
+	)
+	if resp.SuggestedAgent != "" {
+		attrs = append(attrs, slog.String("suggested_agent", resp.SuggestedAgent))
+	}
+	r.log.LogAttrs(ctx, slog.LevelDebug, "routing: decision", attrs...)
+}
+
+// gone reports whether a session error means the session is no longer
+// there to update: closed, expired or deleted meanwhile.
+func gone(err error) bool {
+	return errors.Is(err, session.ErrNotFound) || errors.Is(err, session.ErrNotActive)
+}
+
+// localeLanguage returns the language of a locale tag, "en" when empty.
+func localeLanguage(locale string) string {
+	if l := baseLanguage(locale); l != "" {
+		return l
+	}
+	return "en"
+}
+
+// isUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form
+// (any version, either case).
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// newRequestID returns a random (version 4) UUID.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
