@@ -37,6 +37,8 @@ func (s *Server) routes(metrics bool) {
 	if s.del != nil {
 		s.delegationRoutes()
 	}
+	s.routingRoutes()
+	s.a2aRoutes()
 }
 
 // decodeBody reads and decodes the request's JSON body into dst.

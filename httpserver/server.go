@@ -138,6 +138,28 @@ type Options struct {
 	// configuration problem, shown to the admin) and the report as
 	// details. Nil means the route is not served.
 	Reload func(ctx context.Context) (report any, err error)
+
+	// Router serves POST /v1/request (scope route): *routing.Router. Nil
+	// leaves the route out (404).
+	Router Router
+
+	// Sessions serves GET /v1/sessions/{id}, POST /v1/sessions/{id}/resume
+	// and DELETE /v1/sessions/{id} (scope route): *session.Manager. A
+	// session is visible only to the token that created it through POST
+	// /v1/request (see [SessionOwnerKey]) or to an admin. Nil leaves the
+	// routes out (404).
+	Sessions Sessions
+
+	// CardClient fetches A2A Agent Cards for POST /v1/agents/import (scope
+	// register): the SSRF-safe client of netguard.Policy.NewClient. Nil
+	// leaves the route out (the path then answers like /v1/agents/{name}:
+	// 405 to a POST).
+	CardClient *http.Client
+
+	// AgentCard is the mesh's own A2A Agent Card (a2acard.MeshCard),
+	// served as JSON without authentication at GET
+	// /.well-known/agent-card.json. Nil leaves the route out (404).
+	AgentCard any
 }
 
 // Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
@@ -174,6 +196,10 @@ type Server struct {
 	breakers   BreakerStates
 	reloadErr  func() error
 	reloadFunc func(context.Context) (any, error)
+	router     Router
+	sessions   Sessions
+	cardClient *http.Client
+	agentCard  any
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -213,6 +239,10 @@ func New(reg Registry, search Searcher, del Delegations, opts *Options) (*Server
 		breakers:   o.Breakers,
 		reloadErr:  o.LastReloadError,
 		reloadFunc: o.Reload,
+		router:     o.Router,
+		sessions:   o.Sessions,
+		cardClient: o.CardClient,
+		agentCard:  o.AgentCard,
 	}
 	if o.Token == "" && len(o.Tokens) == 0 {
 		return nil, errors.New("httpserver: no token configured (set Options.Token or Options.Tokens; GenerateToken makes one)")

@@ -128,7 +128,9 @@ func TestToolsList(t *testing.T) {
 			assert.Contains(t, tools[name].Description, p, name)
 		}
 	}
-	assert.Empty(t, mcpserver.RequiredScope("mesh_route"))
+	assert.Empty(t, mcpserver.RequiredScope("mesh_nope"))
+	assert.Equal(t, "route", mcpserver.RequiredScope(mcpserver.ToolRoute))
+	assert.Equal(t, "route", mcpserver.RequiredScope(mcpserver.ToolHandleMessage))
 	assert.Equal(t, "read", mcpserver.RequiredScope(mcpserver.ToolDiscover))
 	assert.Equal(t, "register", mcpserver.RequiredScope(mcpserver.ToolUnregister))
 	assert.Equal(t, "delegate", mcpserver.RequiredScope(mcpserver.ToolDelegate))

@@ -64,6 +64,17 @@ type Options struct {
 	// errors and other internal errors, with the tool name) at Error
 	// level. Nil means discard. The SDK's own logging is not affected.
 	Logger *slog.Logger
+
+	// Router, if set, adds the routing tools mesh_route and
+	// handle_message (scope route), so that this mesh can be an mcp agent
+	// of another. Nil leaves them out.
+	Router Router
+
+	// RouteMetadata, if set, returns metadata merged over (and winning
+	// against) the caller's into every routed request, for the caller
+	// of ctx: over HTTP, the host records the token that created a
+	// session this way. Nil adds none.
+	RouteMetadata func(ctx context.Context) map[string]any
 }
 
 // DefaultInstructions are the server instructions when
@@ -102,7 +113,7 @@ func New(reg Registry, search Searcher, del Delegations, opts *Options) (*mcp.Se
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &tools{reg: reg, search: search, del: del, authorize: o.Authorize, log: o.Logger}
+	t := &tools{reg: reg, search: search, del: del, authorize: o.Authorize, log: o.Logger, router: o.Router, routeMeta: o.RouteMetadata}
 
 	srv := mcp.NewServer(&mcp.Implementation{
 		Name:    ImplementationName,

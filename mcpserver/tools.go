@@ -28,7 +28,7 @@ const (
 )
 
 // RequiredScope returns the HTTP API token scope (SPEC 6) that a call of
-// the named tool needs — "read", "register" or "delegate" — or "" for a
+// the named tool needs — "read", "register", "delegate" or "route" — or "" for a
 // name that is not one of this server's tools. A host mounting
 // [HTTPHandler] behind the HTTP API's authentication checks it in
 // Options.Authorize.
@@ -40,6 +40,8 @@ func RequiredScope(tool string) string {
 		return "register"
 	case ToolDelegate:
 		return "delegate"
+	case ToolRoute, ToolHandleMessage:
+		return "route"
 	}
 	return ""
 }
@@ -103,19 +105,17 @@ type tools struct {
 	del       Delegations
 	authorize func(context.Context, *mcp.CallToolRequest) error
 	log       *slog.Logger
+	router    Router
+	routeMeta func(context.Context) map[string]any
 }
 
-// add registers the six tools on srv.
+// add registers the six tools on srv, and the routing tools with a
+// Router.
 func (t *tools) add(srv *mcp.Server) error {
 	// Pointer hints: nil would mean the MCP defaults (destructive, open
 	// world), so every tool states both.
 	f, tr := jsonschema.Ptr(false), jsonschema.Ptr(true)
-	specs := []struct {
-		tool   *mcp.Tool
-		input  func() (*jsonschema.Schema, error)
-		output func() (*jsonschema.Schema, error)
-		add    func(*mcp.Tool)
-	}{
+	specs := []toolSpec{
 		{
 			tool: &mcp.Tool{Name: ToolRegister, Title: "Register an agent", Description: registerDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Register an agent", ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
@@ -158,6 +158,9 @@ func (t *tools) add(srv *mcp.Server) error {
 			output: inferSchema[ListAgentsResult],
 			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolListAgents, t.listAgents)) },
 		},
+	}
+	if t.router != nil {
+		specs = append(specs, t.routingSpecs(srv)...)
 	}
 	for _, s := range specs {
 		in, err := s.input()

@@ -1,0 +1,130 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/registry"
+)
+
+// CodeCardFetchFailed is the code of a 502 from POST /v1/agents/import: the
+// agent card could not be fetched.
+const CodeCardFetchFailed = "card_fetch_failed"
+
+// CardFetchTimeout bounds the fetch of an agent card by POST
+// /v1/agents/import.
+const CardFetchTimeout = 10 * time.Second
+
+// agentCardMaxAge is how long clients may cache the mesh's agent card.
+const agentCardMaxAge = "public, max-age=60"
+
+// a2aRoutes registers the A2A routes of SPEC 4.3 that are configured.
+func (s *Server) a2aRoutes() {
+	if s.cardClient != nil {
+		s.handle("POST /v1/agents/import", authScope, ScopeRegister, s.importAgent)
+	}
+	if s.agentCard != nil {
+		s.handle("GET /.well-known/agent-card.json", authNone, "", s.meshAgentCard)
+	}
+}
+
+func (s *Server) meshAgentCard(w *recorder, r *http.Request) {
+	w.Header().Set("Cache-Control", agentCardMaxAge)
+	writeJSON(w, http.StatusOK, s.agentCard)
+}
+
+// importBody is the body of POST /v1/agents/import.
+type importBody struct {
+	CardURL string `json:"cardUrl"`
+}
+
+func (s *Server) importAgent(w *recorder, r *http.Request) {
+	var b importBody
+	if e := s.decodeBody(w, r, &b); e != nil {
+		s.fail(w, e)
+		return
+	}
+	if e := checkCardURL(b.CardURL); e != nil {
+		s.fail(w, e)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), CardFetchTimeout)
+	card, err := a2acard.Fetch(ctx, s.cardClient, b.CardURL)
+	cancel()
+	if err != nil {
+		s.fail(w, cardError(r.Context(), err))
+		return
+	}
+	a, err := a2acard.ToAgent(card, b.CardURL)
+	if err != nil {
+		s.fail(w, fieldError("cardUrl", "%s", err.Error()))
+		return
+	}
+	stored, created, err := s.reg.Register(r.Context(), a)
+	if err != nil {
+		s.fail(w, registryError(err))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", s.publicURL+"/v1/agents/"+url.PathEscape(stored.Name))
+	}
+	writeJSON(w, status, stored)
+}
+
+// checkCardURL checks the shape of a card URL and the rules of the endpoint
+// policy that need no configuration (scheme, userinfo, always-refused
+// hosts); the card client applies the configured policy when it connects.
+func checkCardURL(raw string) *apiError {
+	switch {
+	case raw == "":
+		return fieldError("cardUrl", "the cardUrl field is required")
+	case len(raw) > registry.MaxEndpointLen:
+		return fieldError("cardUrl", "invalid cardUrl: must be at most %d characters", registry.MaxEndpointLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return fieldError("cardUrl", "invalid cardUrl: must be an absolute http or https URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fieldError("cardUrl", "invalid cardUrl: scheme must be http or https")
+	}
+	if err := (*netguard.Policy)(nil).CheckURL(raw); err != nil {
+		return refusedCardURL(err)
+	}
+	return nil
+}
+
+// refusedCardURL is the 400 endpoint_not_allowed of a card URL refused by
+// the endpoint policy.
+func refusedCardURL(err error) *apiError {
+	rule := "refused by the endpoint policy"
+	var re *netguard.RefusedError
+	if errors.As(err, &re) {
+		rule = re.Rule
+	}
+	e := errorf(http.StatusBadRequest, registry.CodeEndpointNotAllowed, "cardUrl refused: %s", rule)
+	e.details = map[string]any{"fields": []FieldProblem{{Field: "cardUrl", Rule: rule, Code: registry.CodeEndpointNotAllowed}}}
+	return e
+}
+
+// cardError maps an error of a2acard.Fetch to a response.
+func cardError(ctx context.Context, err error) *apiError {
+	switch {
+	case errors.Is(err, netguard.ErrNotAllowed):
+		return refusedCardURL(err)
+	case errors.Is(err, a2acard.ErrInvalidCard):
+		return fieldError("cardUrl", "%s", err.Error())
+	case ctx.Err() != nil:
+		return ctxOrInternal(ctx.Err())
+	}
+	e := errorf(http.StatusBadGateway, CodeCardFetchFailed, "%s", err.Error())
+	e.cause = err
+	return e
+}

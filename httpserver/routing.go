@@ -1,0 +1,163 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/agentmesh/routing"
+	"github.com/agentmesh/agentmesh/session"
+)
+
+// Router routes a message through the orchestrator pipeline (SPEC 5):
+// *routing.Router implements it.
+type Router interface {
+	Handle(ctx context.Context, req routing.Request) (routing.Response, error)
+}
+
+// Sessions is what the session routes need from the session manager:
+// *session.Manager implements it.
+type Sessions interface {
+	Get(ctx context.Context, id string) (session.Session, error)
+	Resume(ctx context.Context, id, userID string) (session.Session, error)
+	CloseSession(ctx context.Context, id string, status session.Status) (session.Session, error)
+}
+
+// SessionOwnerKey is the reserved session metadata key under which POST
+// /v1/request records the name of the token that created the session. A
+// session is visible (GET, resume, DELETE) only to that token or to a
+// token with the admin scope; anyone else gets 404, so its existence is
+// not revealed. A value the client puts under this key is replaced.
+const SessionOwnerKey = "agentmesh_owner_token"
+
+func (s *Server) routingRoutes() {
+	if s.router != nil {
+		s.handle("POST /v1/request", authScope, ScopeRoute, s.routeRequest)
+	}
+	if s.sessions != nil {
+		s.handle("GET /v1/sessions/{id}", authScope, ScopeRoute, s.getSession)
+		s.handle("POST /v1/sessions/{id}/resume", authScope, ScopeRoute, s.resumeSession)
+		s.handle("DELETE /v1/sessions/{id}", authScope, ScopeRoute, s.deleteSession)
+	}
+}
+
+func (s *Server) routeRequest(w *recorder, r *http.Request) {
+	var req routing.Request
+	if e := s.decodeBody(w, r, &req); e != nil {
+		s.fail(w, e)
+		return
+	}
+	meta := make(map[string]any, len(req.Metadata)+1)
+	for k, v := range req.Metadata {
+		meta[k] = v
+	}
+	meta[SessionOwnerKey] = w.identity.Name
+	req.Metadata = meta
+	resp, err := s.router.Handle(r.Context(), req)
+	if err != nil {
+		s.fail(w, routingError(w, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// routingError maps an error of the Router to a response: 400 for an
+// invalid request, 503 no_default_agent, 503 unavailable with Retry-After
+// when no agent could take the request.
+func routingError(w http.ResponseWriter, err error) *apiError {
+	var ue *routing.UnavailableError
+	switch {
+	case errors.Is(err, routing.ErrInvalidRequest):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "routing: "))
+	case errors.Is(err, routing.ErrNoDefaultAgent):
+		return &apiError{status: http.StatusServiceUnavailable, code: "no_default_agent",
+			msg: "no agent can take the request and no default agent is registered", cause: err}
+	case errors.As(err, &ue), errors.Is(err, routing.ErrUnavailable):
+		ra := routing.DefaultRetryAfter
+		if ue != nil && ue.RetryAfter > 0 {
+			ra = ue.RetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((ra+time.Second-1)/time.Second)), 10))
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			msg: "no agent is available to take the request; retry later", cause: err}
+	}
+	return ctxOrInternal(err)
+}
+
+// ownedSession returns the session {id} if the caller may see it: it was
+// created by the caller's token, or the caller is an admin. Otherwise, and
+// when the session does not exist or has expired, it writes 404.
+func (s *Server) ownedSession(w *recorder, r *http.Request) (session.Session, bool) {
+	sid := r.PathValue("id")
+	sess, err := s.sessions.Get(r.Context(), sid)
+	if err == nil && !maySee(w.identity, sess) {
+		err = session.ErrNotFound
+	}
+	if err != nil {
+		s.fail(w, sessionError(err, sid))
+		return session.Session{}, false
+	}
+	return sess, true
+}
+
+// maySee reports whether the caller id may see sess.
+func maySee(id Identity, sess session.Session) bool {
+	if id.Has(ScopeAdmin) {
+		return true
+	}
+	owner, _ := sess.Metadata[SessionOwnerKey].(string)
+	return owner != "" && owner == id.Name
+}
+
+func sessionError(err error, sid string) *apiError {
+	switch {
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, session.ErrForbidden):
+		return errorf(http.StatusNotFound, CodeNotFound, "session %q not found", sid)
+	case errors.Is(err, session.ErrNotActive):
+		return errorf(http.StatusConflict, CodeConflict, "session %q is closed", sid)
+	case errors.Is(err, session.ErrInvalid):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "session: "))
+	}
+	return ctxOrInternal(err)
+}
+
+func (s *Server) getSession(w *recorder, r *http.Request) {
+	sess, ok := s.ownedSession(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+// resumeSession continues a session in a new active one (SPEC 5.6) and
+// returns the new session.
+func (s *Server) resumeSession(w *recorder, r *http.Request) {
+	sess, ok := s.ownedSession(w, r)
+	if !ok {
+		return
+	}
+	fresh, err := s.sessions.Resume(r.Context(), sess.ID, sess.UserID)
+	if err != nil {
+		s.fail(w, sessionError(err, sess.ID))
+		return
+	}
+	writeJSON(w, http.StatusOK, fresh)
+}
+
+// deleteSession closes a session abandoned and returns it; a closed one
+// gives 409 conflict.
+func (s *Server) deleteSession(w *recorder, r *http.Request) {
+	sess, ok := s.ownedSession(w, r)
+	if !ok {
+		return
+	}
+	closed, err := s.sessions.CloseSession(r.Context(), sess.ID, session.StatusAbandoned)
+	if err != nil {
+		s.fail(w, sessionError(err, sess.ID))
+		return
+	}
+	writeJSON(w, http.StatusOK, closed)
+}
