@@ -151,11 +151,12 @@ const agentsSynopsis = `agentmesh agents list [--label k=v] [--limit N]
        agentmesh agents get NAME
        agentmesh agents register [-f FILE]     (agent JSON from FILE or stdin)
        agentmesh agents rm NAME
-       agentmesh agents heartbeat NAME`
+       agentmesh agents heartbeat NAME
+       agentmesh agents import CARD_URL        (register an A2A agent from its Agent Card)`
 
 func runAgents(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("agents needs a sub-command: list, get, register, rm or heartbeat")
+		return usagef("agents needs a sub-command: list, get, register, rm, heartbeat or import")
 	}
 	sub, args := args[0], args[1:]
 	var server, label, file string
@@ -167,7 +168,7 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 		f.Int(&limit, "limit", "", 0, "page size (default: the server's)")
 	case "register":
 		f.String(&file, "f", "", "-", `agent JSON file ("-" for stdin)`)
-	case "get", "rm", "heartbeat":
+	case "get", "rm", "heartbeat", "import":
 	default:
 		return usagef("unknown agents sub-command %q", sub)
 	}
@@ -205,6 +206,15 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 			return err
 		}
 		return c.print(agents)
+	case "import":
+		if f.fs.NArg() != 1 {
+			return usagef("agents import needs exactly one CARD_URL")
+		}
+		var out registry.Agent
+		if err := c.do(ctx, http.MethodPost, "/v1/agents/import", map[string]string{"cardUrl": f.fs.Arg(0)}, &out); err != nil {
+			return err
+		}
+		return c.print(out)
 	case "get", "heartbeat", "rm":
 		n, err := name()
 		if err != nil {

@@ -67,7 +67,7 @@ func TestE2EStdioMCP(t *testing.T) {
 			}
 		}
 	})
-	require.Equal(t, []string{"mesh_delegate", "mesh_discover", "mesh_get_delegation", "mesh_list_agents", "mesh_register", "mesh_unregister"}, names)
+	require.Equal(t, []string{"handle_message", "mesh_delegate", "mesh_discover", "mesh_get_delegation", "mesh_list_agents", "mesh_register", "mesh_route", "mesh_unregister"}, names)
 	isTrue := func(p *bool) bool { return p != nil && *p }
 	isFalse := func(p *bool) bool { return p != nil && !*p }
 	reg := byName["mesh_register"].Annotations
@@ -287,6 +287,8 @@ func TestE2ECommandLine(t *testing.T) {
 		"public-url": "MESH_PUBLIC_URL", "tokens-file": "MESH_TOKENS_FILE", "rate-limit": "MESH_RATE_LIMIT",
 		"cors-origin": "MESH_CORS_ORIGIN", "log-level": "MESH_LOG_LEVEL", "log-format": "MESH_LOG_FORMAT",
 		"metrics-addr": "MESH_METRICS_ADDR", "shutdown-timeout": "MESH_SHUTDOWN_TIMEOUT",
+		"classifier": "MESH_CLASSIFIER", "llm-base-url": "AGENTMESH_LLM_BASE_URL", "llm-model": "AGENTMESH_LLM_MODEL",
+		"session-ttl": "MESH_SESSION_TTL", "session-max-turns": "MESH_SESSION_MAX_TURNS", "clarification": "MESH_CLARIFICATION",
 	} {
 		if assert.Contains(t, flags, flag, "serve --help lists --%s", flag) {
 			assert.Contains(t, flags[flag], "$"+env, "serve --%s", flag)
@@ -780,7 +782,7 @@ func TestE2EServe(t *testing.T) {
 		cs := connectHTTPMCP(t, p.url+"/mcp", e2eMeshToken)
 		tools, err := cs.ListTools(ctx, nil)
 		require.NoError(t, err)
-		assert.Len(t, tools.Tools, 6)
+		assert.Len(t, tools.Tools, 8)
 		out := callTool(t, cs, "mesh_list_agents", map[string]any{})
 		assert.NotEmpty(t, out["agents"])
 		out = callTool(t, cs, "mesh_delegate", map[string]any{"targetName": "budget-agent", "task": "over MCP"})

@@ -19,6 +19,13 @@ import (
 func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
 	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{
 		Logger: log,
+		Router: m.router,
+		// Sessions created over /mcp belong to the calling token, as
+		// those of POST /v1/request.
+		RouteMetadata: func(ctx context.Context) map[string]any {
+			id, _ := httpserver.IdentityFrom(ctx)
+			return map[string]any{httpserver.SessionOwnerKey: id.Name}
+		},
 		Authorize: func(ctx context.Context, req *mcp.CallToolRequest) error {
 			id, ok := httpserver.IdentityFrom(ctx)
 			if !ok {
@@ -57,6 +64,7 @@ func stdioFlags(cfg *meshConfig, allowHosts, logLevel *string, stderr io.Writer)
 	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
 	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running agentmesh serve on the same store to receive them)")
 	f.String(logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	routingFlags(f, &cfg.routing)
 	return f
 }
 
@@ -78,13 +86,14 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	}
 	cfg.allowHosts = splitList(allowHosts)
 	cfg.log = log
+	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg)
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1
 	}
 	defer m.close(context.Background())
-	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log})
+	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log, Router: m.router})
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1

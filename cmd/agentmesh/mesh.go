@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/routing"
+	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
@@ -23,6 +26,7 @@ type store interface {
 	registry.Store
 	delegation.Store
 	breaker.Store
+	session.Store
 	Close() error
 }
 
@@ -40,17 +44,70 @@ type meshConfig struct {
 	allowHosts   []string
 	publicURL    string
 	log          *slog.Logger
+	routing      routingConfig
+}
+
+// routingConfig configures the routing orchestrator (SPEC 5, 8).
+type routingConfig struct {
+	classifier      string // lexical | llm
+	llmBaseURL      string
+	llmModel        string
+	llmAPIKey       string // AGENTMESH_LLM_API_KEY only, never a flag
+	sessionTTL      time.Duration
+	sessionMaxTurns int
+	clarification   bool
+}
+
+// sessionSweepInterval is how often expired sessions are deleted.
+const sessionSweepInterval = time.Minute
+
+// routingFlags defines the routing flags on f.
+func routingFlags(f *flags, cfg *routingConfig) {
+	f.String(&cfg.classifier, "classifier", "MESH_CLASSIFIER", "lexical", "routing classifier: lexical (local, no network) or llm (an OpenAI-compatible endpoint, lexical fallback); the API key is read from AGENTMESH_LLM_API_KEY")
+	f.String(&cfg.llmBaseURL, "llm-base-url", "AGENTMESH_LLM_BASE_URL", "", "API root of the OpenAI-compatible chat-completions endpoint (with --classifier llm), e.g. http://localhost:11434/v1")
+	f.String(&cfg.llmModel, "llm-model", "AGENTMESH_LLM_MODEL", "", "model name for --classifier llm")
+	f.Duration(&cfg.sessionTTL, "session-ttl", "MESH_SESSION_TTL", session.DefaultTTL, "how long a routing session lives after its last turn")
+	f.Int(&cfg.sessionMaxTurns, "session-max-turns", "MESH_SESSION_MAX_TURNS", session.DefaultMaxTurns, "turns kept in a session's history (oldest dropped)")
+	f.Bool(&cfg.clarification, "clarification", "MESH_CLARIFICATION", true, "ask a clarification question when an agent that requires it is not confidently matched (else fall back to the default agent)")
+}
+
+// check validates the routing configuration.
+func (c routingConfig) check() error {
+	switch c.classifier {
+	case "", "lexical":
+	case "llm":
+		if c.llmBaseURL == "" || c.llmModel == "" {
+			return errors.New("--classifier llm needs --llm-base-url and --llm-model")
+		}
+	default:
+		return fmt.Errorf("--classifier %q: must be lexical or llm", c.classifier)
+	}
+	if c.sessionTTL < 0 {
+		return fmt.Errorf("--session-ttl %s: must be positive", c.sessionTTL)
+	}
+	if c.sessionMaxTurns < 0 {
+		return fmt.Errorf("--session-max-turns %d: must be positive", c.sessionMaxTurns)
+	}
+	return nil
 }
 
 // mesh is the library wired together: one store, the registry, the
 // discovery index following it, the breakers and the delegation client.
 type mesh struct {
+	policy     *netguard.Policy // the endpoint policy of every outbound call
 	store      store
 	reg        *registry.Registry
 	engine     *discovery.Engine
 	breakers   *breaker.Set
 	delegation *delegation.Client
 	stopIndex  func()
+
+	sessions *session.Manager
+	lexical  *routing.Lexical
+	stopLex  func()
+	llm      *routing.LLM
+	stopLLM  func()
+	router   *routing.Router
 }
 
 func openStore(kind, db string, log *slog.Logger) (store, error) {
@@ -90,6 +147,9 @@ func dbPath(db string) (string, error) {
 }
 
 func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
+	if err := cfg.routing.check(); err != nil {
+		return nil, err
+	}
 	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: cfg.allowPrivate, AllowHosts: cfg.allowHosts})
 	if err != nil {
 		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
@@ -98,7 +158,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m = &mesh{store: st}
+	m = &mesh{store: st, policy: policy}
 	// "return nil, err" sets m to nil before deferred calls run: close
 	// what was built through its own variable.
 	built := m
@@ -130,13 +190,90 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.openRouting(cfg); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+func (m *mesh) sessionsTTL(rc routingConfig) time.Duration {
+	if rc.sessionTTL > 0 {
+		return rc.sessionTTL
+	}
+	return session.DefaultTTL
+}
+
+// openRouting builds the routing orchestrator: sessions over the store
+// with a sweeper, the lexical classifier following the registry (and the
+// llm one in front of it when chosen), and the Router dispatching through
+// the delegation client with its breakers.
+func (m *mesh) openRouting(cfg meshConfig) error {
+	rc := cfg.routing
+	var err error
+	m.sessions, err = session.NewManager(m.store, &session.Options{
+		TTL:           rc.sessionTTL,
+		MaxTurns:      rc.sessionMaxTurns,
+		SweepInterval: sessionSweepInterval,
+		Logger:        cfg.log,
+	})
+	if err != nil {
+		return err
+	}
+	m.lexical = routing.NewLexical(&routing.LexicalOptions{Logger: cfg.log})
+	m.stopLex = m.lexical.Follow(m.reg)
+	var cls routing.Classifier = m.lexical
+	if rc.classifier == "llm" {
+		m.llm, err = routing.NewLLM(&routing.LLMOptions{
+			BaseURL:  rc.llmBaseURL,
+			Model:    rc.llmModel,
+			APIKey:   rc.llmAPIKey,
+			Fallback: m.lexical,
+			Logger:   cfg.log,
+		})
+		if err != nil {
+			return fmt.Errorf("--classifier llm: %w", err)
+		}
+		m.stopLLM = m.llm.Follow(m.reg)
+		cls = m.llm
+	}
+	m.router, err = routing.New(cls, m.reg, m.delegation, m.sessions, &routing.RouterOptions{
+		DisableClarification: !rc.clarification,
+		Breakers:             m.breakers,
+		Logger:               cfg.log,
+	})
+	if err != nil {
+		return err
+	}
+	name := rc.classifier
+	if name == "" {
+		name = "lexical"
+	}
+	cfg.log.Info("routing ready", "classifier", name, "session_ttl", m.sessionsTTL(rc).String())
+	return nil
 }
 
 // close drains in-flight delegations until ctx is done, then closes
 // everything in reverse order of opening.
 func (m *mesh) close(ctx context.Context) error {
 	var errs []error
+	if m.router != nil {
+		_ = m.router.Close()
+	}
+	if m.stopLLM != nil {
+		m.stopLLM()
+	}
+	if m.llm != nil {
+		_ = m.llm.Close()
+	}
+	if m.stopLex != nil {
+		m.stopLex()
+	}
+	if m.lexical != nil {
+		_ = m.lexical.Close()
+	}
+	if m.sessions != nil {
+		_ = m.sessions.Close()
+	}
 	if m.delegation != nil {
 		errs = append(errs, m.delegation.Shutdown(ctx))
 	}

@@ -61,6 +61,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
+	routingFlags(f, &cfg.mesh.routing)
 	return f
 }
 
@@ -118,6 +119,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		cfg.mesh.publicURL = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	cfg.mesh.log = log
+	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg.mesh)
 	if err != nil {
 		return err
@@ -165,6 +167,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		StorePing:      httpserver.PingStore(m.store),
 		Breakers:       m.breakers,
 		Reload:         reload,
+		Router:         m.router,
+		Sessions:       m.sessions,
+		CardClient:     m.policy.NewClient(nil), // POST /v1/agents/import
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
