@@ -13,7 +13,12 @@
 // over HTTP with the bearer token: it registers the agents, discovers them,
 // delegates to each, has two delegations refused (depth and cycle), opens
 // the circuit breaker of the failing agent, lists the delegation records
-// and calls a tool over MCP.
+// and calls a tool over MCP. Last, it loads the agent directory
+// examples/agents (three YAML agents, one default) as `serve --agents`
+// does, starts those agents on loopback, and holds a short conversation
+// through POST /v1/request: a message routed by classification, a
+// follow-up that stays in its session, a clarification question and its
+// answer, and a message that falls back to the default agent.
 //
 // It prints what it does and what the mesh answered. Anything unexpected
 // makes it exit with status 1, so CI runs it as a test.
@@ -51,6 +56,8 @@ import (
 	"github.com/agentmesh/agentmesh/mcpserver"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/routing"
+	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 )
 
@@ -112,7 +119,7 @@ func run(ctx context.Context, out io.Writer, logger *slog.Logger) (err error) {
 
 	tr := &tour{t: t, api: &apiClient{base: m.url, token: m.token}, ag: ag, m: m}
 	for _, step := range []func(context.Context) error{
-		tr.register, tr.discover, tr.delegate, tr.refuse, tr.openBreaker, tr.records, tr.useMCP,
+		tr.register, tr.discover, tr.delegate, tr.refuse, tr.openBreaker, tr.records, tr.useMCP, tr.route,
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -407,6 +414,176 @@ func (tr *tour) useMCP(ctx context.Context) error {
 	return nil
 }
 
+// route loads the agent directory examples/agents into the registry as
+// `agentmesh serve --agents examples/agents` does, starts its three agents
+// on loopback, and holds a short conversation through POST /v1/request.
+func (tr *tour) route(ctx context.Context) (err error) {
+	tr.t.step("Routing: load examples/agents, start its agents, POST /v1/request")
+	ra, err := startRoutedAgents()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ra.close()) }()
+	dir, err := agentsDir()
+	if err != nil {
+		return err
+	}
+	// The YAML files take their endpoints from ${…_ENDPOINT:-…}: point
+	// them at the agents just started.
+	envs := map[string]string{
+		"BILLING_AGENT_ENDPOINT":        ra.srv["billing"].url + "/task",
+		"GENERAL_AGENT_ENDPOINT":        ra.srv["general-assistant"].url + "/task",
+		"PASSWORD_RESET_AGENT_ENDPOINT": ra.srv["password-reset"].url + "/task",
+	}
+	loaded, err := registry.LoadDir(dir, &registry.DirOptions{
+		Policy:         tr.m.policy,
+		RequireDefault: true,
+		LookupEnv:      func(k string) (string, bool) { v, ok := envs[k]; return v, ok },
+	})
+	if err != nil {
+		return fmt.Errorf("load %s: %w", dir, err)
+	}
+	if _, err := tr.m.reg.ReplaceFileAgents(ctx, loaded); err != nil {
+		return fmt.Errorf("register the file agents: %w", err)
+	}
+	// The classifier retrains in the background; wait for it so the new
+	// agents are routable at once.
+	if err := tr.m.lex.Sync(ctx); err != nil {
+		return fmt.Errorf("train the classifier: %w", err)
+	}
+	for _, a := range loaded {
+		note := ""
+		if a.IsDefault {
+			note = "  default"
+		}
+		if a.ClarificationRequired {
+			note = "  clarification_required"
+		}
+		var got registry.Agent
+		if err := tr.api.call(ctx, "GET", "/v1/agents/"+a.Name, nil, http.StatusOK, &got); err != nil {
+			return err
+		}
+		if got.Source != registry.SourceFile {
+			return fmt.Errorf("GET /v1/agents/%s: source %s, want %s", a.Name, got.Source, registry.SourceFile)
+		}
+		tr.t.say("%-17s source %s  threshold %.2f%s", got.Name, got.Source, got.Threshold(), note)
+	}
+
+	say := func(user, input string) (routing.Response, error) {
+		var r routing.Response
+		err := tr.api.call(ctx, "POST", "/v1/request", routing.Request{UserID: user, Input: input}, http.StatusOK, &r)
+		if err != nil {
+			return r, err
+		}
+		fmt.Fprintln(tr.t.w)
+		tr.t.say("%s: %q", user, input)
+		if r.Decision == routing.ActionClarify {
+			tr.t.say("  → decision clarify, reason %s, confidence %.2f, suggested_agent %s, session %s…", r.Reason, r.Confidence, r.SuggestedAgent, short(r.SessionID))
+			tr.t.say("    clarification_question: %s", r.ClarificationQuestion)
+		} else {
+			tr.t.say("  → decision %s, agent_id %s, reason %s, confidence %.2f, session %s…", r.Decision, r.AgentID, r.Reason, r.Confidence, short(r.SessionID))
+			tr.t.say("    response: %s (workflow_complete %v)", r.Response, r.WorkflowComplete)
+		}
+		return r, nil
+	}
+	expect := func(r routing.Response, decision routing.Action, reason routing.Reason, agent string) error {
+		if r.Decision != decision || r.Reason != reason || r.AgentID != agent {
+			return fmt.Errorf("POST /v1/request: want %s %q (%s), got %s %q (%s: %s)", decision, agent, reason, r.Decision, r.AgentID, r.Reason, r.Routing.Reason)
+		}
+		return nil
+	}
+
+	// (a) Routed by classification; billing asks a question back, so the
+	// workflow — and the session — stays open.
+	r1, err := say("alice", "I was charged twice this month, I need a refund")
+	if err != nil {
+		return err
+	}
+	if err := expect(r1, routing.ActionRoute, routing.ReasonConfidence, "billing"); err != nil {
+		return err
+	}
+	if r1.SessionID == "" || r1.WorkflowComplete {
+		return fmt.Errorf("billing's first reply: want an open session and workflow_complete false, got session %q, %v", r1.SessionID, r1.WorkflowComplete)
+	}
+	// (b) The follow-up skips classification: alice's session is with
+	// billing. Billing completes the workflow, which closes the session.
+	r2, err := say("alice", "yes please")
+	if err != nil {
+		return err
+	}
+	if err := expect(r2, routing.ActionRoute, routing.ReasonSession, "billing"); err != nil {
+		return err
+	}
+	if r2.SessionID != r1.SessionID || !r2.WorkflowComplete {
+		return fmt.Errorf("follow-up: want session %s and workflow_complete true, got %s, %v", r1.SessionID, r2.SessionID, r2.WorkflowComplete)
+	}
+	var sess session.Session
+	if err := tr.api.call(ctx, "GET", "/v1/sessions/"+r1.SessionID, nil, http.StatusOK, &sess); err != nil {
+		return err
+	}
+	if sess.Status != session.StatusCompleted || len(sess.TurnHistory) != 4 {
+		return fmt.Errorf("GET /v1/sessions/%s: want completed with 4 turns, got %s with %d", r1.SessionID, sess.Status, len(sess.TurnHistory))
+	}
+	tr.t.say("GET /v1/sessions/%s… → %s, %d turns, agent %s", short(sess.ID), sess.Status, len(sess.TurnHistory), sess.ActiveAgent)
+
+	// (c) A vague message from another user: password-reset is the best
+	// guess but below its threshold, and it requires clarification.
+	r3, err := say("bob", "login problem")
+	if err != nil {
+		return err
+	}
+	if err := expect(r3, routing.ActionClarify, r3.Reason, ""); err != nil {
+		return err
+	}
+	if r3.SuggestedAgent != "password-reset" || r3.ClarificationQuestion == "" || ra.calls["password-reset"].Load() != 0 {
+		return fmt.Errorf("want a clarification question about password-reset before any dispatch, got %q about %q", r3.ClarificationQuestion, r3.SuggestedAgent)
+	}
+	// The answer is classified together with the first message.
+	r4, err := say("bob", "my okta password, I forgot it")
+	if err != nil {
+		return err
+	}
+	if err := expect(r4, routing.ActionRoute, routing.ReasonConfidence, "password-reset"); err != nil {
+		return err
+	}
+	if r4.SessionID != r3.SessionID {
+		return fmt.Errorf("the answer went to session %s, want the clarification's %s", r4.SessionID, r3.SessionID)
+	}
+
+	// (d) Nothing fits well: the default agent answers.
+	r5, err := say("carol", "question about a payment")
+	if err != nil {
+		return err
+	}
+	if err := expect(r5, routing.ActionFallback, routing.ReasonLowConfidence, "general-assistant"); err != nil {
+		return err
+	}
+	for name, want := range map[string]int32{"billing": 2, "password-reset": 1, "general-assistant": 1} {
+		if n := ra.calls[name].Load(); n != want {
+			return fmt.Errorf("agent %s was called %d times, want %d", name, n, want)
+		}
+	}
+	return nil
+}
+
+// agentsDir finds examples/agents from the module root or from this
+// example's directory (where `go test` runs).
+func agentsDir() (string, error) {
+	for _, d := range []string{filepath.Join("examples", "agents"), filepath.Join("..", "agents")} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d, nil
+		}
+	}
+	return "", errors.New("examples/agents not found: run the quickstart from the module root")
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
 // ---- the mesh ----
 
 // mesh is the library wired as `agentmesh serve` wires it: one bbolt store,
@@ -414,10 +591,15 @@ func (tr *tour) useMCP(ctx context.Context) error {
 // the delegation client, and the HTTP API with the MCP tools at /mcp.
 type mesh struct {
 	url, token string
+	policy     *netguard.Policy
 	store      *boltstore.Store
 	reg        *registry.Registry
 	stopIndex  func()
 	del        *delegation.Client
+	sessions   *session.Manager
+	lex        *routing.Lexical
+	stopLex    func()
+	router     *routing.Router
 	srv        *server
 }
 
@@ -432,7 +614,7 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 	if err != nil {
 		return nil, err
 	}
-	m = &mesh{url: "http://" + ln.Addr().String(), token: httpserver.GenerateToken()}
+	m = &mesh{url: "http://" + ln.Addr().String(), token: httpserver.GenerateToken(), policy: policy}
 	defer func() {
 		if err != nil {
 			ln.Close()
@@ -463,18 +645,33 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 	if err != nil {
 		return nil, err
 	}
+	// Routing (SPEC 5): sessions in the same store, the lexical classifier
+	// following the registry (it retrains in the background on every
+	// change), and the router dispatching through the delegation client.
+	if m.sessions, err = session.NewManager(m.store, &session.Options{Logger: logger}); err != nil {
+		return nil, err
+	}
+	m.lex = routing.NewLexical(&routing.LexicalOptions{Logger: logger})
+	m.stopLex = m.lex.Follow(m.reg)
+	m.router, err = routing.New(m.lex, m.reg, m.del, m.sessions, &routing.RouterOptions{Breakers: breakers, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	api, err := httpserver.New(m.reg, engine, m.del, &httpserver.Options{
 		Token:     m.token,
 		PublicURL: m.url,
 		Logger:    logger,
 		StorePing: httpserver.PingStore(m.store),
 		Breakers:  breakers,
+		Router:    m.router,
+		Sessions:  m.sessions,
 	})
 	if err != nil {
 		return nil, err
 	}
 	tools, err := mcpserver.New(m.reg, engine, m.del, &mcpserver.Options{
 		Logger: logger,
+		Router: m.router, // adds mesh_route and handle_message
 		// Over HTTP, each tool call needs the token scope of its tool.
 		Authorize: func(ctx context.Context, req *mcp.CallToolRequest) error {
 			id, ok := httpserver.IdentityFrom(ctx)
@@ -501,14 +698,31 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 	return m, nil
 }
 
+// shutdownGrace bounds each shutdown step, as `agentmesh serve`'s
+// --shutdown-timeout does; generous so a busy CI machine does not turn a
+// slow but orderly shutdown into a failure.
+const shutdownGrace = 15 * time.Second
+
 // close stops the mesh as `agentmesh serve` does on SIGTERM: stop serving,
 // let delegations in flight finish, then close the registry and the store.
 func (m *mesh) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	var errs []error
 	if m.srv != nil {
 		errs = append(errs, m.srv.shutdown(ctx))
+	}
+	if m.router != nil {
+		_ = m.router.Close()
+	}
+	if m.stopLex != nil {
+		m.stopLex()
+	}
+	if m.lex != nil {
+		_ = m.lex.Close()
+	}
+	if m.sessions != nil {
+		_ = m.sessions.Close()
 	}
 	if m.del != nil {
 		errs = append(errs, m.del.Shutdown(ctx))
@@ -679,7 +893,7 @@ func startAgents() (*agents, error) {
 // close waits for the pending callbacks, then stops the agents.
 func (a *agents) close() error {
 	a.callbacks.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	var errs []error
 	for _, s := range []*server{a.finance, a.reports, a.helpdesk, a.inventory} {
@@ -758,6 +972,66 @@ func (a *agents) serveReports(w http.ResponseWriter, r *http.Request) {
 func (a *agents) serveInventory(w http.ResponseWriter, r *http.Request) {
 	a.inventoryCalls.Add(1)
 	http.Error(w, "database unavailable", http.StatusInternalServerError)
+}
+
+// routedAgents are the three agents of examples/agents, as HTTP agents
+// that answer {"result": {"content": …, "workflow_complete": …}}.
+type routedAgents struct {
+	srv   map[string]*server
+	calls map[string]*atomic.Int32
+}
+
+func startRoutedAgents() (*routedAgents, error) {
+	ra := &routedAgents{srv: map[string]*server{}, calls: map[string]*atomic.Int32{}}
+	for _, name := range []string{"billing", "general-assistant", "password-reset"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ra.close()
+			return nil, err
+		}
+		calls := &atomic.Int32{}
+		ra.calls[name] = calls
+		ra.srv[name] = serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			var task taskRequest
+			if err := json.NewDecoder(r.Body).Decode(&task); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			content, done := routedReply(name, task.Task)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"result": map[string]any{"content": content, "workflow_complete": done},
+			})
+		}))
+	}
+	return ra, nil
+}
+
+// routedReply is what agent name answers to task, and whether that
+// completes the workflow.
+func routedReply(name, task string) (string, bool) {
+	switch name {
+	case "billing":
+		if strings.Contains(strings.ToLower(task), "yes") {
+			return "Refunded the duplicate charge of $49; it shows in 3-5 days.", true
+		}
+		return "I see two charges of $49 on 3 March. Shall I refund one?", false
+	case "password-reset":
+		return "Sent an Okta reset link to your phone.", true
+	default:
+		return "I'm the general assistant; I've passed your question to the right team.", true
+	}
+}
+
+func (ra *routedAgents) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	var errs []error
+	for _, s := range ra.srv {
+		errs = append(errs, s.shutdown(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // handleMessageArgs are the arguments the mesh passes to an MCP agent's

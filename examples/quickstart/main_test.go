@@ -26,6 +26,14 @@ func TestQuickstart(t *testing.T) {
 		"#6 failed agent_unavailable",
 		"breaker inventory open",
 		"tools/call mesh_delegate",
+		"password-reset    source file",
+		"decision route, agent_id billing, reason confidence",
+		"decision route, agent_id billing, reason session",
+		"→ completed, 4 turns, agent billing",
+		"decision clarify, reason low_confidence",
+		"clarification_question: ",
+		"decision route, agent_id password-reset, reason confidence",
+		"decision fallback, agent_id general-assistant, reason low_confidence",
 		"all checks passed",
 	} {
 		assert.Contains(t, out.String(), want)
