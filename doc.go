@@ -16,6 +16,17 @@
 //   - [github.com/agentmesh/agentmesh/discovery]: ranks agents for a text
 //     query (BM25F over an inverted index kept current from registry
 //     events); works standalone too.
+//   - [github.com/agentmesh/agentmesh/delegation]: hands tasks to agents
+//     over HTTP (POST /task, sync or async), MCP or in-process Go handlers,
+//     with retries, per-agent circuit breakers
+//     ([github.com/agentmesh/agentmesh/breaker]) and durable records.
+//   - [github.com/agentmesh/agentmesh/routing]: the orchestrator —
+//     classifiers (lexical, LLM), the confidence gate, clarification and
+//     the Router pipeline, with [github.com/agentmesh/agentmesh/session]
+//     for multi-turn sessions.
+//   - [github.com/agentmesh/agentmesh/httpserver] and
+//     [github.com/agentmesh/agentmesh/mcpserver]: the HTTP control plane
+//     and the MCP tools, as thin front-ends (cmd/agentmesh wires them).
 //   - [github.com/agentmesh/agentmesh/netguard]: the endpoint policy and
 //     the SSRF-safe HTTP client every outbound call uses.
 //   - [github.com/agentmesh/agentmesh/store/boltstore]: the default store,

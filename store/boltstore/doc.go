@@ -2,7 +2,8 @@
 // fsync'd on every commit, so a write that returned nil survives a crash of
 // the process the moment after (kill -9) — SPEC sections 2.1 and 9. A
 // [Store] implements [registry.Store] (agents), [delegation.Store]
-// (delegation records) and [breaker.Store] (circuit breaker state).
+// (delegation records), [breaker.Store] (circuit breaker state) and
+// [session.Store] (routing sessions, one active per user).
 //
 // [Open] creates or opens the file and returns a [Store]; [Store.Close]
 // releases it. Agent records are stored as the JSON of [registry.Agent],
