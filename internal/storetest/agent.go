@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,14 +22,8 @@ import (
 // and arrange its cleanup with t.Cleanup; it is called once per case. A nil
 // opts means the zero [Options].
 func TestAgentStore(t *testing.T, open func(t *testing.T) registry.Store, opts *Options) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s registry.Store)
-	}{
+	errClosed := opts.errClosed()
+	cases := []suiteCase[registry.Store]{
 		{"GetMissingIsNotFound", testGetMissing},
 		{"ListEmpty", testListEmpty},
 		{"CreateSeesNil", testCreate},
@@ -46,12 +39,10 @@ func TestAgentStore(t *testing.T, open func(t *testing.T) registry.Store, opts *
 		{"ConcurrentWritersDifferentNames", testConcurrentDifferentNames},
 		{"ReadersSeeWholeRecords", testReadersSeeWholeRecords},
 		{"DoneContextFails", testDoneContext},
+		{"CallsAfterCloseFail", func(t *testing.T, s registry.Store) { testClose(t, s, errClosed) }},
+		{"CloseWhileWriting", func(t *testing.T, s registry.Store) { testCloseWhileWriting(t, s, errClosed) }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
-	}
-	t.Run("CallsAfterCloseFail", func(t *testing.T) { testClose(t, open(t), o.ErrClosed) })
-	t.Run("CloseWhileWriting", func(t *testing.T) { testCloseWhileWriting(t, open(t), o.ErrClosed) })
+	runSuite(t, open, cases)
 }
 
 // put stores a under its name, failing the test on error.
@@ -513,20 +504,11 @@ func testDoneContext(t *testing.T, s registry.Store) {
 }
 
 func testClose(t *testing.T, s registry.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
+	c := closerOf(t, s)
 	put(t, s, sampleAgent("finance"))
-	require.NoError(t, c.Close())
-	assert.NoError(t, c.Close(), "Close must be idempotent")
+	closeTwice(t, c)
 
-	check := func(op string, err error) {
-		t.Helper()
-		if assert.Error(t, err, "%s after Close", op) && errClosed != nil {
-			assert.ErrorIs(t, err, errClosed, "%s after Close", op)
-		}
-	}
+	check := afterCloseCheck(t, errClosed)
 	_, err := s.GetAgent(t.Context(), "finance")
 	check("GetAgent", err)
 	_, err = s.ListAgents(t.Context())
@@ -543,51 +525,10 @@ func testClose(t *testing.T, s registry.Store, errClosed error) {
 }
 
 func testCloseWhileWriting(t *testing.T, s registry.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
-	// Writers run until Close makes their calls fail; each call must either
-	// succeed or fail with the closed error, none may hang, and a call that
-	// starts after Close returned must fail.
-	const writers = 8
-	started := make(chan struct{}, writers)
-	var closeReturned atomic.Bool
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				a := sampleAgent(fmt.Sprintf("w%d-%d", w, i))
-				afterClose := closeReturned.Load()
-				err := s.UpdateAgent(t.Context(), a.Name, func(*registry.Agent) (*registry.Agent, error) {
-					return &a, nil
-				})
-				if i == 0 {
-					started <- struct{}{}
-				}
-				if err == nil && afterClose {
-					t.Error("UpdateAgent called after Close returned succeeded")
-					return
-				}
-				if err != nil {
-					if errClosed != nil {
-						assert.ErrorIs(t, err, errClosed)
-					}
-					return
-				}
-			}
+	closeWhileWriting(t, s, errClosed, "UpdateAgent", func(w, i int) error {
+		a := sampleAgent(fmt.Sprintf("w%d-%d", w, i))
+		return s.UpdateAgent(t.Context(), a.Name, func(*registry.Agent) (*registry.Agent, error) {
+			return &a, nil
 		})
-	}
-	for range writers {
-		<-started
-	}
-	require.NoError(t, c.Close())
-	closeReturned.Store(true)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("writers still blocked 30 s after Close")
-	}
+	})
 }

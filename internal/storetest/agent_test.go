@@ -5,32 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/agentmesh/agentmesh/internal/storetest"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 func TestAgentStoreOnMemstore(t *testing.T) {
-	storetest.TestAgentStore(t, func(t *testing.T) registry.Store {
-		s := memstore.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+	storetest.TestAgentStore(t, func(t *testing.T) registry.Store { return openMemstore(t) }, memstoreOptions)
 }
-
-// envBroken names the bug TestBrokenStoreChild plants in its store.
-const envBroken = "STORETEST_BROKEN_STORE"
 
 // TestSuiteCatchesBrokenStores checks the suite itself: for each planted
 // bug, it runs the suite against a store with that bug (in a child
@@ -49,58 +35,24 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		"drops-nanoseconds": "EveryFieldRoundTrips",
 		"drops-token":       "EveryFieldRoundTrips",
 	}
-	for bug, failing := range bugs {
-		t.Run(bug, func(t *testing.T) {
-			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreChild$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), envBroken+"="+bug)
-			out, err := cmd.CombinedOutput()
-			require.Error(t, err, "the suite passed a store with bug %q:\n%s", bug, out)
-			assert.Contains(t, string(out), "--- FAIL: TestBrokenStoreChild/"+failing+" ",
-				"bug %q must fail case %s:\n%s", bug, failing, out)
-		})
-	}
-	t.Run("control", func(t *testing.T) {
-		t.Parallel()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envBroken+"=none")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "the bug-free store must pass:\n%s", out)
-	})
+	checkSuiteCatchesBugs(t, "TestBrokenStoreChild", bugs, false)
 }
 
 // TestBrokenStoreChild runs the suite against a store with the bug named by
 // $STORETEST_BROKEN_STORE. It does nothing unless started by
 // TestSuiteCatchesBrokenStores.
 func TestBrokenStoreChild(t *testing.T) {
-	bug := os.Getenv(envBroken)
-	if bug == "" {
-		t.Skip("only runs as the child of TestSuiteCatchesBrokenStores")
-	}
+	bug := brokenChildBug(t, "TestSuiteCatchesBrokenStores")
 	storetest.TestAgentStore(t, func(t *testing.T) registry.Store {
-		return &brokenStore{bug: bug, agents: map[string]*registry.Agent{}}
-	}, &storetest.Options{ErrClosed: errBrokenClosed})
+		return &brokenStore{brokenBase: brokenBase{bug: bug}, agents: map[string]*registry.Agent{}}
+	}, brokenOptions)
 }
-
-var errBrokenClosed = errors.New("broken: closed")
 
 // brokenStore is a simple map store that is correct except for the bug it
 // is told to have.
 type brokenStore struct {
-	bug    string
-	mu     sync.Mutex
+	brokenBase
 	agents map[string]*registry.Agent
-	closed bool
-}
-
-func (s *brokenStore) check(ctx context.Context) error {
-	if s.closed && s.bug != "close-ignored" {
-		return errBrokenClosed
-	}
-	if s.bug != "ignores-context" {
-		return ctx.Err()
-	}
-	return nil
 }
 
 func (s *brokenStore) out(a *registry.Agent) registry.Agent {
@@ -191,11 +143,4 @@ func (s *brokenStore) write(name string, next *registry.Agent, err error) error 
 		s.agents[name] = &c
 	}
 	return err
-}
-
-func (s *brokenStore) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
 }

@@ -19,14 +19,8 @@ import (
 // is given and arrange its cleanup with t.Cleanup; it is called once per
 // case. A nil opts means the zero [Options].
 func TestBreakerStore(t *testing.T, open func(t *testing.T) breaker.Store, opts *Options) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s breaker.Store)
-	}{
+	errClosed := opts.errClosed()
+	cases := []suiteCase[breaker.Store]{
 		{"LoadEmpty", testBreakerLoadEmpty},
 		{"EveryStateRoundTrips", testBreakerRoundTrip},
 		{"ZeroTimesStayZero", testBreakerZeroTimes},
@@ -38,11 +32,9 @@ func TestBreakerStore(t *testing.T, open func(t *testing.T) breaker.Store, opts 
 		{"LoadReturnsTheCallersMap", testBreakerLoadCopy},
 		{"ConcurrentSaves", testBreakerConcurrentSaves},
 		{"DoneContextFails", testBreakerDoneContext},
+		{"CallsAfterCloseFail", func(t *testing.T, s breaker.Store) { testBreakerClose(t, s, errClosed) }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
-	}
-	t.Run("CallsAfterCloseFail", func(t *testing.T) { testBreakerClose(t, open(t), o.ErrClosed) })
+	runSuite(t, open, cases)
 }
 
 // sampleSnapshots returns one snapshot per state, with every field set
@@ -245,20 +237,11 @@ func testBreakerDoneContext(t *testing.T, s breaker.Store) {
 }
 
 func testBreakerClose(t *testing.T, s breaker.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
+	c := closerOf(t, s)
 	saveBreaker(t, s, "a", sampleSnapshots()["open-agent"])
-	require.NoError(t, c.Close())
-	assert.NoError(t, c.Close(), "Close must be idempotent")
+	closeTwice(t, c)
 
-	check := func(op string, err error) {
-		t.Helper()
-		if assert.Error(t, err, "%s after Close", op) && errClosed != nil {
-			assert.ErrorIs(t, err, errClosed, "%s after Close", op)
-		}
-	}
+	check := afterCloseCheck(t, errClosed)
 	_, err := s.LoadBreakers(t.Context())
 	check("LoadBreakers", err)
 	check("SaveBreaker", s.SaveBreaker(t.Context(), "a", sampleSnapshots()["closed-agent"]))

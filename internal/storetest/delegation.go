@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,14 +47,8 @@ import (
 // Result is compared as JSON (a store may re-encode it: compact it, escape
 // HTML characters).
 func TestDelegationStore(t *testing.T, open func(t *testing.T) delegation.Store, opts *Options) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s delegation.Store)
-	}{
+	errClosed := opts.errClosed()
+	cases := []suiteCase[delegation.Store]{
 		{"GetMissingIsNotFound", testDelegationGetMissing},
 		{"ListEmpty", testDelegationListEmpty},
 		{"EveryFieldRoundTrips", testDelegationRoundTrip},
@@ -81,12 +74,10 @@ func TestDelegationStore(t *testing.T, open func(t *testing.T) delegation.Store,
 		{"PrunedRecordsAreGone", testDelegationPrunedGone},
 		{"ReturnsCopies", testDelegationCopies},
 		{"DoneContextFails", testDelegationDoneContext},
+		{"CallsAfterCloseFail", func(t *testing.T, s delegation.Store) { testDelegationClose(t, s, errClosed) }},
+		{"CloseWhileWriting", func(t *testing.T, s delegation.Store) { testDelegationCloseWhileWriting(t, s, errClosed) }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
-	}
-	t.Run("CallsAfterCloseFail", func(t *testing.T) { testDelegationClose(t, open(t), o.ErrClosed) })
-	t.Run("CloseWhileWriting", func(t *testing.T) { testDelegationCloseWhileWriting(t, open(t), o.ErrClosed) })
+	runSuite(t, open, cases)
 }
 
 // delegationBase is the time the delegation cases are built around.
@@ -1081,20 +1072,11 @@ func testDelegationDoneContext(t *testing.T, s delegation.Store) {
 }
 
 func testDelegationClose(t *testing.T, s delegation.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
+	c := closerOf(t, s)
 	putRecords(t, s, finishedRecord("d1", delegation.StatusCompleted, delegationBase))
-	require.NoError(t, c.Close())
-	assert.NoError(t, c.Close(), "Close must be idempotent")
+	closeTwice(t, c)
 
-	check := func(op string, err error) {
-		t.Helper()
-		if assert.Error(t, err, "%s after Close", op) && errClosed != nil {
-			assert.ErrorIs(t, err, errClosed, "%s after Close", op)
-		}
-	}
+	check := afterCloseCheck(t, errClosed)
 	check("PutDelegations", s.PutDelegations(t.Context(), []delegation.Record{minimalRecord("d2", delegation.StatusRunning, delegationBase)}))
 	check("PutDelegations (empty)", s.PutDelegations(t.Context(), nil))
 	check("UpdateDelegation", s.UpdateDelegation(t.Context(), "d1", func(cur *delegation.Record) (*delegation.Record, error) {
@@ -1111,56 +1093,16 @@ func testDelegationClose(t *testing.T, s delegation.Store, errClosed error) {
 }
 
 func testDelegationCloseWhileWriting(t *testing.T, s delegation.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
-	// Writers run until Close makes their calls fail; each call must
-	// either succeed or fail with the closed error, none may hang, and a
-	// call that starts after Close returned must fail.
-	const writers = 8
-	started := make(chan struct{}, writers)
-	var closeReturned atomic.Bool
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				afterClose := closeReturned.Load()
-				err := s.PutDelegations(t.Context(), []delegation.Record{minimalRecord(id, delegation.StatusRunning, delegationBase)})
-				if err == nil {
-					err = s.UpdateDelegation(t.Context(), id, func(cur *delegation.Record) (*delegation.Record, error) {
-						next := *cur
-						next.Status = delegation.StatusCompleted
-						return &next, nil
-					})
-				}
-				if i == 0 {
-					started <- struct{}{}
-				}
-				if err == nil && afterClose {
-					t.Error("a write called after Close returned succeeded")
-					return
-				}
-				if err != nil {
-					if errClosed != nil {
-						assert.ErrorIs(t, err, errClosed)
-					}
-					return
-				}
-			}
-		})
-	}
-	for range writers {
-		<-started
-	}
-	require.NoError(t, c.Close())
-	closeReturned.Store(true)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("writers still blocked 30 s after Close")
-	}
+	closeWhileWriting(t, s, errClosed, "a write", func(w, i int) error {
+		id := fmt.Sprintf("w%d-%d", w, i)
+		err := s.PutDelegations(t.Context(), []delegation.Record{minimalRecord(id, delegation.StatusRunning, delegationBase)})
+		if err == nil {
+			err = s.UpdateDelegation(t.Context(), id, func(cur *delegation.Record) (*delegation.Record, error) {
+				next := *cur
+				next.Status = delegation.StatusCompleted
+				return &next, nil
+			})
+		}
+		return err
+	})
 }

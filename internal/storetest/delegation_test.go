@@ -6,42 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/storetest"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 func TestDelegationStoreOnMemstore(t *testing.T) {
-	storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
-		s := memstore.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
-}
-
-// runBrokenChild runs test child of this binary with
-// $STORETEST_BROKEN_STORE set to bug, limited to the suite case named by
-// only when that is not empty, and returns its output and error.
-func runBrokenChild(child, only, bug string) ([]byte, error) {
-	run := "-test.run=^" + child + "$"
-	if only != "" {
-		run += "/^" + only + "$"
-	}
-	cmd := exec.Command(os.Args[0], run, "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envBroken+"="+bug)
-	return cmd.CombinedOutput()
+	storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store { return openMemstore(t) }, memstoreOptions)
 }
 
 // TestDelegationSuiteCatchesBrokenStores checks TestDelegationStore the
@@ -75,52 +51,24 @@ func TestDelegationSuiteCatchesBrokenStores(t *testing.T) {
 		"first-dup-wins":     "PutBatch",
 		"stale-status-index": "UpdateSeesCurrentAndMovesIndexes",
 	}
-	for bug, failing := range bugs {
-		t.Run(bug, func(t *testing.T) {
-			t.Parallel()
-			out, err := runBrokenChild(child, failing, bug)
-			require.Error(t, err, "the suite passed a store with bug %q:\n%s", bug, out)
-			assert.Contains(t, string(out), "--- FAIL: "+child+"/"+failing+" ",
-				"bug %q must fail case %s:\n%s", bug, failing, out)
-		})
-	}
-	t.Run("control", func(t *testing.T) {
-		t.Parallel()
-		out, err := runBrokenChild(child, "", "none")
-		require.NoError(t, err, "the bug-free store must pass:\n%s", out)
-	})
+	checkSuiteCatchesBugs(t, child, bugs, true)
 }
 
 // TestBrokenDelegationStoreChild runs the suite against a store with the
 // bug named by $STORETEST_BROKEN_STORE. It does nothing unless started by
 // TestDelegationSuiteCatchesBrokenStores.
 func TestBrokenDelegationStoreChild(t *testing.T) {
-	bug := os.Getenv(envBroken)
-	if bug == "" {
-		t.Skip("only runs as the child of TestDelegationSuiteCatchesBrokenStores")
-	}
+	bug := brokenChildBug(t, "TestDelegationSuiteCatchesBrokenStores")
 	storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
-		return &brokenDelegationStore{bug: bug, recs: map[string]delegation.Record{}}
-	}, &storetest.Options{ErrClosed: errBrokenClosed})
+		return &brokenDelegationStore{brokenBase: brokenBase{bug: bug}, recs: map[string]delegation.Record{}}
+	}, brokenOptions)
 }
 
 // brokenDelegationStore is a simple map store that is correct except for
 // the bug it is told to have. It copies records through JSON.
 type brokenDelegationStore struct {
-	bug    string
-	mu     sync.Mutex
-	recs   map[string]delegation.Record
-	closed bool
-}
-
-func (s *brokenDelegationStore) check(ctx context.Context) error {
-	if s.closed && s.bug != "close-ignored" {
-		return errBrokenClosed
-	}
-	if s.bug != "ignores-context" {
-		return ctx.Err()
-	}
-	return nil
+	brokenBase
+	recs map[string]delegation.Record
 }
 
 // copyRecord returns a deep copy of r (unless the bug is shared values).
@@ -335,11 +283,4 @@ func (s *brokenDelegationStore) PruneDelegations(ctx context.Context, olderThan 
 		n++
 	}
 	return n, nil
-}
-
-func (s *brokenDelegationStore) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
 }

@@ -30,14 +30,8 @@ import (
 // clock: an active session whose ExpiresAt has passed is still in its
 // user's slot until the sweep deletes it.
 func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts *Options) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s session.Store)
-	}{
+	errClosed := opts.errClosed()
+	cases := []suiteCase[session.Store]{
 		{"GetMissingIsNotFound", testSessionGetMissing},
 		{"EveryFieldRoundTrips", testSessionRoundTrip},
 		{"FreeSlotIsNil", testSessionFreeSlot},
@@ -55,11 +49,9 @@ func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts 
 		{"ChurnKeepsOneActivePerUser", testSessionChurn},
 		{"ReturnsCopies", testSessionCopies},
 		{"DoneContextFails", testSessionDoneContext},
+		{"CallsAfterCloseFail", func(t *testing.T, s session.Store) { testSessionClose(t, s, errClosed) }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
-	}
-	t.Run("CallsAfterCloseFail", func(t *testing.T) { testSessionClose(t, open(t), o.ErrClosed) })
+	runSuite(t, open, cases)
 }
 
 // sessionBase is the time the session cases are built around.
@@ -911,21 +903,12 @@ func testSessionDoneContext(t *testing.T, s session.Store) {
 }
 
 func testSessionClose(t *testing.T, s session.Store, errClosed error) {
-	c, ok := s.(closer)
-	if !ok {
-		t.Skip("the store has no Close method")
-	}
+	c := closerOf(t, s)
 	a := activeSession("alice", sessionBase.Add(time.Hour))
 	createSession(t, s, a)
-	require.NoError(t, c.Close())
-	assert.NoError(t, c.Close(), "Close must be idempotent")
+	closeTwice(t, c)
 
-	check := func(op string, err error) {
-		t.Helper()
-		if assert.Error(t, err, "%s after Close", op) && errClosed != nil {
-			assert.ErrorIs(t, err, errClosed, "%s after Close", op)
-		}
-	}
+	check := afterCloseCheck(t, errClosed)
 	_, err := s.GetSession(t.Context(), a.ID)
 	check("GetSession", err)
 	_, err = s.GetActiveSession(t.Context(), "alice")

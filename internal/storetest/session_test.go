@@ -4,26 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/agentmesh/agentmesh/internal/storetest"
 	"github.com/agentmesh/agentmesh/session"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 func TestSessionStoreOnMemstore(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) session.Store {
-		s := memstore.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+	storetest.TestSessionStore(t, func(t *testing.T) session.Store { return openMemstore(t) }, memstoreOptions)
 }
 
 // TestSessionSuiteCatchesBrokenStores checks TestSessionStore the way
@@ -48,53 +38,25 @@ func TestSessionSuiteCatchesBrokenStores(t *testing.T) {
 		"ignores-context":    "DoneContextFails",
 		"close-ignored":      "CallsAfterCloseFail",
 	}
-	for bug, failing := range bugs {
-		t.Run(bug, func(t *testing.T) {
-			t.Parallel()
-			out, err := runBrokenChild(child, failing, bug)
-			require.Error(t, err, "the suite passed a store with bug %q:\n%s", bug, out)
-			assert.Contains(t, string(out), "--- FAIL: "+child+"/"+failing+" ",
-				"bug %q must fail case %s:\n%s", bug, failing, out)
-		})
-	}
-	t.Run("control", func(t *testing.T) {
-		t.Parallel()
-		out, err := runBrokenChild(child, "", "none")
-		require.NoError(t, err, "the bug-free store must pass:\n%s", out)
-	})
+	checkSuiteCatchesBugs(t, child, bugs, true)
 }
 
 // TestBrokenSessionStoreChild runs the session suite against a store with
 // the bug named by $STORETEST_BROKEN_STORE. It does nothing unless started
 // by TestSessionSuiteCatchesBrokenStores.
 func TestBrokenSessionStoreChild(t *testing.T) {
-	bug := os.Getenv(envBroken)
-	if bug == "" {
-		t.Skip("only runs as the child of TestSessionSuiteCatchesBrokenStores")
-	}
+	bug := brokenChildBug(t, "TestSessionSuiteCatchesBrokenStores")
 	storetest.TestSessionStore(t, func(t *testing.T) session.Store {
-		return &brokenSessionStore{bug: bug, byID: map[string]session.Session{}, active: map[string]string{}}
-	}, &storetest.Options{ErrClosed: errBrokenClosed})
+		return &brokenSessionStore{brokenBase: brokenBase{bug: bug}, byID: map[string]session.Session{}, active: map[string]string{}}
+	}, brokenOptions)
 }
 
 // brokenSessionStore is a map store, with every function run under its
 // one lock, that is correct except for the bug it is told to have.
 type brokenSessionStore struct {
-	bug    string
-	mu     sync.Mutex
+	brokenBase
 	byID   map[string]session.Session
 	active map[string]string
-	closed bool
-}
-
-func (s *brokenSessionStore) check(ctx context.Context) error {
-	if s.closed && s.bug != "close-ignored" {
-		return errBrokenClosed
-	}
-	if s.bug != "ignores-context" {
-		return ctx.Err()
-	}
-	return nil
 }
 
 func (s *brokenSessionStore) out(v session.Session) session.Session {
@@ -281,11 +243,4 @@ func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time
 		n++
 	}
 	return n, nil
-}
-
-func (s *brokenSessionStore) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
 }

@@ -73,6 +73,11 @@ func storedOf(s *session.Session) storedSession {
 	return storedSession{id: s.ID, user: s.UserID, status: s.Status, expires: s.ExpiresAt}
 }
 
+// keys returns the fields of s that [session.CheckUpdate] reads.
+func (s storedSession) keys() *session.Session {
+	return &session.Session{ID: s.id, UserID: s.user, Status: s.status}
+}
+
 // expiryKey is the key of session id in by_expiry.
 func expiryKey(expires time.Time, id string) []byte {
 	return append(appendTime(make([]byte, 0, timeKeyLen+len(id)), expires), id...)
@@ -272,7 +277,7 @@ func applySessionUpdate(tx *bbolt.Tx, op, id string, fn func(cur *session.Sessio
 	if next == nil {
 		return nil
 	}
-	if err := checkSessionUpdate(old, next); err != nil {
+	if err := session.CheckUpdate(old.keys(), next); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)
 	}
 	e, err := encodeSession(next)
@@ -336,7 +341,11 @@ func applyActiveUpdate(tx *bbolt.Tx, op, user string, fn func(cur *session.Sessi
 	if upd == nil && next == nil {
 		return nil
 	}
-	if err := checkActiveWrite(user, old, upd, next); err != nil {
+	var oldKeys *session.Session
+	if old != nil {
+		oldKeys = old.keys()
+	}
+	if err := session.CheckActiveUpdate(user, oldKeys, upd, next); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)
 	}
 	var eu, en encodedSession
@@ -441,49 +450,4 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 			return total, err
 		}
 	}
-}
-
-// checkSessionUpdate checks next, what an update function returned for the
-// stored session old, against the store's invariants.
-func checkSessionUpdate(old storedSession, next *session.Session) error {
-	switch {
-	case next.ID != old.id:
-		return fmt.Errorf("%w: the update function changed the id to %q", session.ErrConflict, next.ID)
-	case next.UserID != old.user:
-		return fmt.Errorf("%w: the update function changed the user id", session.ErrConflict)
-	case old.status != session.StatusActive && next.Status == session.StatusActive:
-		return fmt.Errorf("%w: a %s session cannot become active again", session.ErrConflict, old.status)
-	}
-	return nil
-}
-
-// checkActiveWrite checks what an UpdateActiveSession function for user
-// returned — upd, the new version of the session old in the slot (nil old
-// for a free slot), and next, a new active session — against the store's
-// invariants. Whether next's ID is taken is checked by the caller.
-func checkActiveWrite(user string, old *storedSession, upd, next *session.Session) error {
-	if upd != nil {
-		if old == nil {
-			return fmt.Errorf("%w: the update function returned an update but the slot is free", session.ErrConflict)
-		}
-		if err := checkSessionUpdate(*old, upd); err != nil {
-			return err
-		}
-	}
-	if next == nil {
-		return nil
-	}
-	switch {
-	case next.ID == "":
-		return fmt.Errorf("%w: new session with an empty id", session.ErrConflict)
-	case next.Status != session.StatusActive:
-		return fmt.Errorf("%w: new session with status %q, not active", session.ErrConflict, next.Status)
-	case next.UserID != user:
-		return fmt.Errorf("%w: new session of another user", session.ErrConflict)
-	case old != nil && next.ID == old.id:
-		return fmt.Errorf("%w: new session with the id of the current one", session.ErrConflict)
-	case old != nil && (upd == nil || upd.Status == session.StatusActive):
-		return fmt.Errorf("%w: the user already has an active session, which the update function did not close", session.ErrConflict)
-	}
-	return nil
 }

@@ -38,6 +38,11 @@ func keysOfSession(s *session.Session) sessionKeys {
 	return sessionKeys{id: s.ID, user: s.UserID, status: s.Status}
 }
 
+// session returns the fields of k that [session.CheckUpdate] reads.
+func (k sessionKeys) session() *session.Session {
+	return &session.Session{ID: k.id, UserID: k.user, Status: k.status}
+}
+
 // GetSession implements [session.Store.GetSession]: it returns a deep copy
 // of the session with the given id, or an error wrapping
 // [session.ErrNotFound].
@@ -115,7 +120,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(cur *sessi
 		if next == nil {
 			return nil
 		}
-		if err := checkSessionUpdate(k, next); err != nil {
+		if err := session.CheckUpdate(k.session(), next); err != nil {
 			return fmt.Errorf("memstore: update session %q: %w", id, err)
 		}
 		done, err := s.commitSession(k, rev, next.Clone())
@@ -186,7 +191,11 @@ func (s *Store) UpdateActiveSession(ctx context.Context, userID string, fn func(
 		if upd == nil && next == nil {
 			return nil
 		}
-		if err := checkActiveWrite(userID, k, upd, next); err != nil {
+		var ks *session.Session
+		if k != nil {
+			ks = k.session()
+		}
+		if err := session.CheckActiveUpdate(userID, ks, upd, next); err != nil {
 			return fmt.Errorf("memstore: update active session: %w", err)
 		}
 		var updc, nextc *session.Session
@@ -311,49 +320,4 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 		s.rev++
 	}
 	return n, nil
-}
-
-// checkSessionUpdate checks next, what an UpdateSession function returned
-// for the session k, against the store's invariants.
-func checkSessionUpdate(k sessionKeys, next *session.Session) error {
-	switch {
-	case next.ID != k.id:
-		return fmt.Errorf("%w: the update function changed the id to %q", session.ErrConflict, next.ID)
-	case next.UserID != k.user:
-		return fmt.Errorf("%w: the update function changed the user id", session.ErrConflict)
-	case k.status != session.StatusActive && next.Status == session.StatusActive:
-		return fmt.Errorf("%w: a %s session cannot become active again", session.ErrConflict, k.status)
-	}
-	return nil
-}
-
-// checkActiveWrite checks what an UpdateActiveSession function for user
-// returned — upd, the new version of the session k in the slot (nil k for
-// a free slot), and next, a new active session — against the store's
-// invariants.
-func checkActiveWrite(user string, k *sessionKeys, upd, next *session.Session) error {
-	if upd != nil {
-		if k == nil {
-			return fmt.Errorf("%w: the update function returned an update but the slot is free", session.ErrConflict)
-		}
-		if err := checkSessionUpdate(*k, upd); err != nil {
-			return err
-		}
-	}
-	if next == nil {
-		return nil
-	}
-	switch {
-	case next.ID == "":
-		return fmt.Errorf("%w: new session with an empty id", session.ErrConflict)
-	case next.Status != session.StatusActive:
-		return fmt.Errorf("%w: new session with status %q, not active", session.ErrConflict, next.Status)
-	case next.UserID != user:
-		return fmt.Errorf("%w: new session of another user", session.ErrConflict)
-	case k != nil && next.ID == k.id:
-		return fmt.Errorf("%w: new session with the id of the current one", session.ErrConflict)
-	case k != nil && (upd == nil || upd.Status == session.StatusActive):
-		return fmt.Errorf("%w: the user already has an active session, which the update function did not close", session.ErrConflict)
-	}
-	return nil
 }

@@ -1,0 +1,59 @@
+package session
+
+import "fmt"
+
+// The two functions below are the write rules of the [Store] invariants,
+// shared by the store implementations (store/memstore, store/boltstore):
+// a store calls them on what fn returned, before writing anything, and
+// fails the write with their error, which wraps [ErrConflict]. Of cur they
+// read only ID, UserID and Status, so a store may pass a snapshot holding
+// just those fields. Whether a new session's ID is already taken is left
+// to the store, which alone can look it up.
+
+// CheckUpdate checks next, what an update function returned for the stored
+// session cur, against the [Store] invariants: next keeps cur's ID and
+// UserID, and a session that is not active is never made active again.
+func CheckUpdate(cur, next *Session) error {
+	switch {
+	case next.ID != cur.ID:
+		return fmt.Errorf("%w: the update function changed the id to %q", ErrConflict, next.ID)
+	case next.UserID != cur.UserID:
+		return fmt.Errorf("%w: the update function changed the user id", ErrConflict)
+	case cur.Status != StatusActive && next.Status == StatusActive:
+		return fmt.Errorf("%w: a %s session cannot become active again", ErrConflict, cur.Status)
+	}
+	return nil
+}
+
+// CheckActiveUpdate checks what an [Store.UpdateActiveSession] function for
+// userID returned — upd, the new version of the session cur in the user's
+// active slot (nil cur for a free slot), and next, a new active session —
+// against the [Store] invariants: upd follows [CheckUpdate]; next is
+// active, belongs to userID, has a non-empty ID other than cur's, and
+// takes a slot that is free or that upd frees.
+func CheckActiveUpdate(userID string, cur, upd, next *Session) error {
+	if upd != nil {
+		if cur == nil {
+			return fmt.Errorf("%w: the update function returned an update but the slot is free", ErrConflict)
+		}
+		if err := CheckUpdate(cur, upd); err != nil {
+			return err
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	switch {
+	case next.ID == "":
+		return fmt.Errorf("%w: new session with an empty id", ErrConflict)
+	case next.Status != StatusActive:
+		return fmt.Errorf("%w: new session with status %q, not active", ErrConflict, next.Status)
+	case next.UserID != userID:
+		return fmt.Errorf("%w: new session of another user", ErrConflict)
+	case cur != nil && next.ID == cur.ID:
+		return fmt.Errorf("%w: new session with the id of the current one", ErrConflict)
+	case cur != nil && (upd == nil || upd.Status == StatusActive):
+		return fmt.Errorf("%w: the user already has an active session, which the update function did not close", ErrConflict)
+	}
+	return nil
+}
