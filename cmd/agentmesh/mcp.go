@@ -19,7 +19,7 @@ import (
 func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
 	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{
 		Logger: log,
-		Router: m.router,
+		Router: m.mcpRouter(),
 		// Sessions created over /mcp belong to the calling token, as
 		// those of POST /v1/request.
 		RouteMetadata: func(ctx context.Context) map[string]any {
@@ -86,6 +86,7 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	}
 	cfg.allowHosts = splitList(allowHosts)
 	cfg.log = log
+	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg)
 	if err != nil {
@@ -93,7 +94,7 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 		return 1
 	}
 	defer m.close(context.Background())
-	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log, Router: m.router})
+	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log, Router: m.mcpRouter()})
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1
@@ -113,3 +114,13 @@ func (nopReadCloser) Close() error { return nil }
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// mcpRouter is the router for the MCP tools mesh_route and handle_message,
+// or nil (no routing tools) when routing is off: a nil *routing.Router
+// must not become a non-nil interface.
+func (m *mesh) mcpRouter() mcpserver.Router {
+	if m.router == nil {
+		return nil
+	}
+	return m.router
+}

@@ -45,6 +45,12 @@ type meshConfig struct {
 	publicURL    string
 	log          *slog.Logger
 	routing      routingConfig
+	// withRouting builds the routing orchestrator (sessions, classifier,
+	// Router). `serve` enables it only with --agents (SPEC 2.2: routing is
+	// enabled by the agent directory): the lexical classifier retrains on
+	// every registry change, which a discovery-only mesh of thousands of
+	// API-registered agents should not pay for.
+	withRouting bool
 }
 
 // routingConfig configures the routing orchestrator (SPEC 5, 8).
@@ -189,6 +195,9 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.withRouting {
+		return m, nil
 	}
 	if err := m.openRouting(cfg); err != nil {
 		return nil, err

@@ -119,6 +119,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		cfg.mesh.publicURL = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	cfg.mesh.log = log
+	cfg.mesh.withRouting = cfg.agentsDir != "" // SPEC 2.2: routing is enabled by --agents
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg.mesh)
 	if err != nil {
@@ -156,7 +157,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		}
 		return report, errors.Join(agentsErr, err)
 	}
-	srv, err = httpserver.New(m.reg, m.engine, m.delegation, &httpserver.Options{
+	opts := &httpserver.Options{
 		Token:          meshToken,
 		Tokens:         tokens,
 		RateLimit:      limit,
@@ -167,8 +168,6 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		StorePing:      httpserver.PingStore(m.store),
 		Breakers:       m.breakers,
 		Reload:         reload,
-		Router:         m.router,
-		Sessions:       m.sessions,
 		CardClient:     m.policy.NewClient(nil), // POST /v1/agents/import
 		LastReloadError: func() error {
 			reloadMu.Lock()
@@ -179,7 +178,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 			}
 			return errors.Join(agentsErr, lastTokensErr)
 		},
-	})
+	}
+	if m.router != nil { // a nil *routing.Router must not become a non-nil interface
+		opts.Router, opts.Sessions = m.router, m.sessions
+	}
+	srv, err = httpserver.New(m.reg, m.engine, m.delegation, opts)
 	if err != nil {
 		m.close(context.Background())
 		return err
