@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+)
+
+// histogram records durations in log-linear buckets: exact below 128 ns,
+// then 64 buckets per power of two, so a reported percentile is within
+// 1/64 (1.6%) of the true value whatever the range. Memory is fixed (about
+// 30 KiB); recording is a few instructions and needs no lock, so each worker
+// keeps its own and they are merged at the end. The zero value is empty and
+// ready to use.
+type histogram struct {
+	counts [histBuckets]uint64
+	n      uint64
+	sum    float64 // nanoseconds
+	min    uint64
+	max    uint64
+}
+
+const (
+	subBits     = 6
+	subCount    = 1 << subBits // buckets per power of two
+	linearLimit = 2 * subCount // values below it have a bucket each
+	histBuckets = linearLimit + (64-subBits-1)*subCount
+)
+
+// bucketOf returns the bucket of v (nanoseconds).
+func bucketOf(v uint64) int {
+	if v < linearLimit {
+		return int(v)
+	}
+	shift := bits.Len64(v) - subBits - 1 // ≥ 1; v>>shift is in [64, 128)
+	return linearLimit + (shift-1)*subCount + int(v>>shift) - subCount
+}
+
+// bucketRange returns the smallest and largest value of bucket i.
+func bucketRange(i int) (lo, hi uint64) {
+	if i < linearLimit {
+		return uint64(i), uint64(i)
+	}
+	shift := (i-linearLimit)/subCount + 1
+	top := uint64((i-linearLimit)%subCount + subCount)
+	lo = top << shift
+	return lo, lo + (1 << shift) - 1
+}
+
+// record adds one observation; negative durations count as 0.
+func (h *histogram) record(d time.Duration) {
+	v := uint64(max(d, 0))
+	h.counts[bucketOf(v)]++
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	if v > h.max {
+		h.max = v
+	}
+	h.n++
+	h.sum += float64(v)
+}
+
+// merge adds o's observations to h.
+func (h *histogram) merge(o *histogram) {
+	if o.n == 0 {
+		return
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	if h.n == 0 || o.min < h.min {
+		h.min = o.min
+	}
+	h.max = max(h.max, o.max)
+	h.n += o.n
+	h.sum += o.sum
+}
+
+// percentile returns the value at or below which p percent (0–100) of the
+// observations fall (nearest rank), as the largest value of its bucket
+// clamped to the observed min and max: never below the true value and at
+// most 1/64 above it. An empty histogram gives 0.
+func (h *histogram) percentile(p float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(p / 100 * float64(h.n)))
+	rank = min(max(rank, 1), h.n)
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			_, hi := bucketRange(i)
+			return time.Duration(min(max(hi, h.min), h.max))
+		}
+	}
+	return time.Duration(h.max)
+}
+
+// mean returns the average observation.
+func (h *histogram) mean() time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	return time.Duration(h.sum / float64(h.n))
+}
+
+// Report is the result of one run, as printed with -json.
+type Report struct {
+	Mode        string `json:"mode"`
+	Target      string `json:"target"`
+	Concurrency int    `json:"concurrency"`
+	// Seconds is the measured wall time (warm-up excluded).
+	Seconds  float64 `json:"seconds"`
+	Requests uint64  `json:"requests"`
+	// Errors counts the requests that failed: a transport error, an
+	// unexpected HTTP status or an MCP error.
+	Errors            uint64  `json:"errors"`
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+	Latency           Latency `json:"latency"`
+	// Outcomes counts requests by outcome: the HTTP status ("200"), an
+	// MCP outcome ("ok", "tool_error", "rpc_error"), or a transport error
+	// class ("error: timeout").
+	Outcomes map[string]uint64 `json:"outcomes"`
+	// BytesIn is the total size of the response bodies.
+	BytesIn uint64 `json:"bytesIn"`
+	// ClientCPUSeconds is the CPU time (user + system) the load generator
+	// itself used during the run: on a machine it shares with the server,
+	// the server had the rest.
+	ClientCPUSeconds float64 `json:"clientCpuSeconds"`
+	// ServerCPUSeconds is the CPU time the server used during the run,
+	// when meshload started the server itself and can read it (mcp-stdio
+	// on Linux); else 0 and left out.
+	ServerCPUSeconds float64 `json:"serverCpuSeconds,omitempty"`
+	GOMAXPROCS       int     `json:"gomaxprocs"`
+}
+
+// Latency is the latency summary of a [Report], in milliseconds.
+type Latency struct {
+	Mean float64 `json:"meanMs"`
+	P50  float64 `json:"p50Ms"`
+	P90  float64 `json:"p90Ms"`
+	P99  float64 `json:"p99Ms"`
+	Max  float64 `json:"maxMs"`
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+func latencyOf(h *histogram) Latency {
+	return Latency{Mean: ms(h.mean()), P50: ms(h.percentile(50)), P90: ms(h.percentile(90)), P99: ms(h.percentile(99)), Max: ms(time.Duration(h.max))}
+}
+
+// writeText prints r for a person.
+func (r *Report) writeText(w io.Writer) {
+	server := ""
+	if r.ServerCPUSeconds > 0 {
+		server = fmt.Sprintf(", server CPU %.1fs", r.ServerCPUSeconds)
+	}
+	fmt.Fprintf(w, "%s %s  concurrency %d  %.1fs  (GOMAXPROCS %d, load generator CPU %.1fs%s)\n",
+		r.Mode, r.Target, r.Concurrency, r.Seconds, r.GOMAXPROCS, r.ClientCPUSeconds, server)
+	fmt.Fprintf(w, "  requests   %d (%d errors)\n", r.Requests, r.Errors)
+	fmt.Fprintf(w, "  throughput %.0f req/s\n", r.RequestsPerSecond)
+	fmt.Fprintf(w, "  latency    p50 %s  p90 %s  p99 %s  max %s  mean %s\n",
+		fmtMs(r.Latency.P50), fmtMs(r.Latency.P90), fmtMs(r.Latency.P99), fmtMs(r.Latency.Max), fmtMs(r.Latency.Mean))
+	keys := make([]string, 0, len(r.Outcomes))
+	for k := range r.Outcomes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, r.Outcomes[k])
+	}
+	fmt.Fprintf(w, "  outcomes   %s\n", strings.Join(parts, ", "))
+}
+
+func fmtMs(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("%.0fµs", v*1000)
+	}
+	return fmt.Sprintf("%.2fms", v)
+}
