@@ -71,6 +71,22 @@ func NewSet(store Store, opts *Options) *Set {
 	return s
 }
 
+// Lookup returns the breaker called name, or nil if there is none yet (the
+// agent was never called). Unlike [Set.Get] it creates nothing, so checks
+// on many agents — discovery's availability filter — cost a map read each.
+// A nil *Breaker reports the closed state.
+func (s *Set) Lookup(name string) *Breaker {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.m[name]; e != nil {
+		return e.b
+	}
+	return nil
+}
+
 // Get returns the breaker called name, creating a closed one if there is
 // none.
 func (s *Set) Get(name string) *Breaker {

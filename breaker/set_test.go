@@ -36,6 +36,23 @@ func TestSetGetCreatesOnDemand(t *testing.T) {
 	assert.Equal(t, StateClosed, states["b"].State)
 }
 
+func TestSetLookupCreatesNothing(t *testing.T) {
+	s, c := newTestSet(nil, Options{})
+	assert.Nil(t, s.Lookup("a"))
+	assert.Equal(t, StateClosed, s.Lookup("a").State(), "no breaker reads as closed")
+	assert.Empty(t, s.States(), "Lookup created nothing")
+
+	a := s.Get("a")
+	assert.Same(t, a, s.Lookup("a"))
+	fail(t, a, 5)
+	assert.Equal(t, StateOpen, s.Lookup("a").State())
+	c.Advance(31 * time.Second)
+	assert.Equal(t, StateHalfOpen, s.Lookup("a").State(), "time moves an open breaker on")
+
+	var none *Set
+	assert.Nil(t, none.Lookup("a"))
+}
+
 func TestSetSharesOptionsAndNamesCallbacks(t *testing.T) {
 	var rec recorder
 	s, _ := newTestSet(nil, Options{FailureThreshold: 2, OnStateChange: rec.record})

@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"runtime"
@@ -367,6 +368,37 @@ func BenchmarkPut(b *testing.B) {
 		for b.Loop() {
 			e.Put(fresh)
 			e.Remove(fresh.Name)
+		}
+	})
+}
+
+// BenchmarkSearchJSON measures a discovery reply as a server makes it at
+// 10k agents: Search then json.Marshal of the ten results ("marshal"),
+// against AppendSearchJSON into a reused buffer ("append").
+func BenchmarkSearchJSON(b *testing.B) {
+	e := discovery.New(nil)
+	e.Reset(benchCorpus(10_000))
+	qs := benchQueries(1024, 2, 4)
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			res, err := e.Search(qs[i%len(qs)], nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := json.Marshal(res); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for i := 0; b.Loop(); i++ {
+			var err error
+			if buf, err = e.AppendSearchJSON(buf[:0], qs[i%len(qs)], nil); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -99,6 +99,7 @@ type doc struct {
 	agent  registry.Agent // redacted, with Labels nil: they are in labels
 	labels []label        // sorted by key
 	seg    []int32        // ids of the segmentation-only terms, ascending
+	enc    *recordJSON    // the record's JSON encoding, made on first use
 }
 
 // label is one label of an agent. A slice of them takes a tenth of the
@@ -108,7 +109,7 @@ type label struct{ key, value string }
 
 // newDoc makes the stored form of a redacted agent.
 func makeDoc(a registry.Agent) doc {
-	d := doc{agent: a}
+	d := doc{agent: a, enc: new(recordJSON)}
 	if len(a.Labels) > 0 {
 		d.labels = make([]label, 0, len(a.Labels))
 		for k, v := range a.Labels {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/textnorm"
@@ -212,6 +213,20 @@ func validate(q *Query) (options, error) {
 // code "invalid_argument" through [Code]. A query whose terms no agent has
 // returns no results and no error.
 func (e *Engine) Search(query string, q *Query) ([]Result, error) {
+	return search(e, query, q, (*searcher).result)
+}
+
+// ranked is what a search builds for each hit: a [Result], or an
+// [encodedResult] for [Engine.AppendSearchJSON].
+type ranked interface {
+	agentName() string
+}
+
+// search validates and parses a query, and ranks the agents with build
+// making each result. Availability is checked outside the engine's lock
+// (Available is the host's code): fetch, drop unavailable agents, and
+// fetch again without them while results are missing.
+func search[R ranked](e *Engine, query string, q *Query, build func(*searcher, []queryTerm, hit) R) ([]R, error) {
 	o, err := validate(q)
 	if err != nil {
 		return nil, err
@@ -223,30 +238,28 @@ func (e *Engine) Search(query string, q *Query) ([]Result, error) {
 	}
 	now := e.clock() // host code: called before taking the lock
 	if e.available == nil || o.IncludeUnavailable {
-		res, _ := e.search(terms, &o, o.limit, nil, now)
+		res, _ := rank(e, terms, &o, o.limit, nil, now, build)
 		return res, nil
 	}
-	// Availability is checked outside the engine's lock (Available is the
-	// host's code): fetch, drop unavailable agents, and fetch again
-	// without them while results are missing.
 	verdicts := make(map[string]bool)
 	var unavailable map[string]bool
 	extra := 0
 	for {
-		res, more := e.search(terms, &o, o.limit+extra, unavailable, now)
+		res, more := rank(e, terms, &o, o.limit+extra, unavailable, now, build)
 		kept := res[:0]
 		fresh := false
 		for _, r := range res {
-			ok, seen := verdicts[r.Agent.Name]
+			name := r.agentName()
+			ok, seen := verdicts[name]
 			if !seen {
-				ok = e.available(r.Agent.Name)
-				verdicts[r.Agent.Name] = ok
+				ok = e.available(name)
+				verdicts[name] = ok
 			}
 			if !ok {
 				if unavailable == nil {
 					unavailable = make(map[string]bool)
 				}
-				unavailable[r.Agent.Name] = true
+				unavailable[name] = true
 				fresh = true
 				continue
 			}
@@ -268,24 +281,31 @@ type hit struct {
 	doc   int32
 }
 
-// search runs one query under the read lock and builds up to k results;
+// rank runs one query under the read lock and builds up to k results;
 // more reports whether other matching agents were left out by k.
-func (e *Engine) search(terms []queryTerm, o *options, k int, exclude map[string]bool, now time.Time) (res []Result, more bool) {
+func rank[R ranked](e *Engine, terms []queryTerm, o *options, k int, exclude map[string]bool, now time.Time, build func(*searcher, []queryTerm, hit) R) (res []R, more bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	ix := e.ix
 	if ix == nil || ix.nDocs == 0 {
-		return []Result{}, false
+		return []R{}, false
 	}
-	s := &searcher{ix: ix, o: o, exclude: exclude, now: now, p: e.scoring()}
+	s := searchers.Get().(*searcher)
+	defer searchers.Put(s)
+	*s = searcher{ix: ix, o: o, exclude: exclude, now: now, p: e.scoring()}
 	s.filtered = len(exclude) > 0 || o.Protocol != "" || len(o.Labels) > 0 || len(o.RequiredResources) > 0
 	hits, more := s.run(terms, k)
-	res = make([]Result, len(hits))
+	res = make([]R, len(hits))
 	for i, h := range hits {
-		res[i] = s.result(terms, h)
+		res[i] = build(s, terms, h)
 	}
+	s.ix, s.o, s.p, s.exclude = nil, nil, nil, nil // not kept alive by the pool
 	return res, more
 }
+
+// searchers recycles the state of searches: its per-query caches are a
+// few KiB, which would otherwise be garbage after every query.
+var searchers = sync.Pool{New: func() any { return new(searcher) }}
 
 // searcher holds the state of one search.
 type searcher struct {
@@ -593,9 +613,18 @@ func (s *searcher) admit(d int32) bool {
 
 // result builds the Result of a hit.
 func (s *searcher) result(terms []queryTerm, h hit) Result {
+	r := s.match(terms, h)
+	r.Agent = s.ix.docs[h.doc].record()
+	return r
+}
+
+func (r Result) agentName() string { return r.Agent.Name }
+
+// match returns the result of hit h without its Agent: score, coverage
+// and what matched.
+func (s *searcher) match(terms []queryTerm, h hit) Result {
 	d := &s.ix.docs[h.doc]
 	r := Result{
-		Agent:               d.record(),
 		Score:               h.score,
 		MatchedTerms:        []string{},
 		MatchedCapabilities: []string{},

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -407,4 +409,44 @@ func TestDiscover(t *testing.T) {
 		expectError(t, e.get("/v1/discover?query=budget", ""), http.StatusUnauthorized, "unauthenticated")
 		expectError(t, e.get("/v1/discover?query=budget", routeToken), http.StatusForbidden, "permission_denied")
 	})
+}
+
+// searchOnly hides the engine's own JSON encoding, so the server falls back
+// to json.Marshal of the results.
+type searchOnly struct{ e *discovery.Engine }
+
+func (s searchOnly) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
+	return s.e.Search(query, q)
+}
+
+// TestDiscoverEncodings checks that the engine's fast encoding of
+// discovery replies gives the bytes of the generic path, errors included.
+func TestDiscoverEncodings(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	fin := agentJSON("finance", "http://127.0.0.1:9/task", "budget", "cost-center")
+	fin["resources"] = []map[string]string{{"uri": "https://erp.example.com/finance/*"}}
+	fin["labels"] = map[string]string{"team": "fin", "tier": "<gold>"}
+	fin["description"] = "Budgets & forecasts for \"engineering\" — Q3 <draft>"
+	e.register(fin)
+	e.register(agentJSON("hr", "http://127.0.0.1:9/task", "payroll", "budget"))
+
+	generic, err := httpserver.New(e.reg, searchOnly{e.engine}, nil, &httpserver.Options{Token: adminToken, Metrics: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	for _, path := range []string{
+		"/v1/discover?query=" + url.QueryEscape("budget for engineering"),
+		"/v1/discover?query=budget&limit=1&scorer=overlap",
+		"/v1/discover?query=budget&resources=" + url.QueryEscape(`[{"uri":"https://erp.example.com/finance/q3"}]`),
+		"/v1/discover?query=spaceships",
+		"/v1/discover?query=+-+",
+		"/v1/discover?query=x&minScore=2",
+	} {
+		fast := e.get(path, adminToken)
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		rec := httptest.NewRecorder()
+		generic.ServeHTTP(rec, req)
+		assert.Equal(t, rec.Code, fast.Status, path)
+		assert.Equal(t, rec.Body.String(), string(fast.Body), path)
+		assert.Equal(t, rec.Header().Get("Content-Length"), fast.Header.Get("Content-Length"), path)
+	}
 }

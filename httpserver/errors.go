@@ -75,7 +75,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b = []byte(`{"error":"internal error","code":"internal"}`)
 		status = http.StatusInternalServerError
 	}
-	b = append(b, '\n')
+	writeJSONBytes(w, status, append(b, '\n'))
+}
+
+// writeJSONBytes writes b, a JSON document, as the response.
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

@@ -161,7 +161,7 @@ func (r *Router) record(ctx context.Context, t *turn, sid, agent, answered, cont
 
 // try dispatches once to the agent called name.
 func (r *Router) try(ctx context.Context, name, task string, trn *delegation.Turn) (delegation.Record, *failure) {
-	if b := r.breakers.Get(name); b != nil {
+	if b := r.breakers.Lookup(name); b != nil {
 		if snap := b.Snapshot(); snap.State == breaker.StateOpen {
 			return delegation.Record{}, &failure{
 				agent:  name,

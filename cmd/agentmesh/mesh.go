@@ -183,7 +183,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 		cfg.log.Warn("some breaker states could not be restored", "err", err)
 	}
 	m.engine = discovery.New(&discovery.Options{
-		Available: func(name string) bool { return m.breakers.Get(name).State() != breaker.StateOpen },
+		Available: func(name string) bool { return m.breakers.Lookup(name).State() != breaker.StateOpen },
 	})
 	m.stopIndex = m.engine.Follow(m.reg)
 	m.delegation, err = delegation.New(ctx, m.reg, st, &delegation.Options{

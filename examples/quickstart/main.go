@@ -632,7 +632,7 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 		return nil, err
 	}
 	engine := discovery.New(&discovery.Options{
-		Available: func(name string) bool { return breakers.Get(name).State() != breaker.StateOpen },
+		Available: func(name string) bool { return breakers.Lookup(name).State() != breaker.StateOpen },
 	})
 	m.stopIndex = engine.Follow(m.reg)
 	m.del, err = delegation.New(ctx, m.reg, m.store, &delegation.Options{

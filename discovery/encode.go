@@ -1,0 +1,179 @@
+package discovery
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// AppendSearchJSON runs Search(query, q) and appends the JSON encoding of
+// its results to dst: the bytes json.Marshal would give for them, made
+// without copying or re-encoding agent records. Each indexed record is
+// encoded once, on its first appearance in a result, and the encoding is
+// reused until the agent changes. It returns the errors of Search.
+//
+// It is the fast path of a server answering discovery requests, where
+// encoding ten full agent records through reflection would cost more than
+// the search itself.
+func (e *Engine) AppendSearchJSON(dst []byte, query string, q *Query) ([]byte, error) {
+	res, err := search(e, query, q, (*searcher).encodedResult)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, '[')
+	for i := range res {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, err = res[i].appendJSON(dst); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+// recordJSON is the JSON encoding of an indexed record, made on first use.
+// A doc's record never changes (Put makes a new doc), so neither does its
+// encoding.
+type recordJSON struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// json returns the JSON encoding of the record d holds. It is safe to call
+// under the engine's read lock from several searches at once.
+func (d *doc) json() ([]byte, error) {
+	d.enc.once.Do(func() { d.enc.b, d.enc.err = json.Marshal(d.record()) })
+	return d.enc.b, d.enc.err
+}
+
+// encodedResult is a [Result] whose agent is already encoded.
+type encodedResult struct {
+	Result        // Agent is zero
+	name   string // the agent's name, for the availability check
+	agent  []byte // the agent's JSON encoding, shared with the index
+	err    error  // from encoding the agent
+}
+
+func (r encodedResult) agentName() string { return r.name }
+
+// encodedResult builds the encodedResult of a hit.
+func (s *searcher) encodedResult(terms []queryTerm, h hit) encodedResult {
+	d := &s.ix.docs[h.doc]
+	b, err := d.json()
+	return encodedResult{Result: s.match(terms, h), name: d.agent.Name, agent: b, err: err}
+}
+
+// appendJSON appends r as the JSON object json.Marshal makes of a Result.
+func (r *encodedResult) appendJSON(dst []byte) ([]byte, error) {
+	if r.err != nil {
+		return dst, r.err
+	}
+	dst = append(dst, `{"agent":`...)
+	dst = append(dst, r.agent...)
+	dst = append(dst, `,"score":`...)
+	dst = appendJSONFloat(dst, r.Score)
+	dst = append(dst, `,"coverage":`...)
+	dst = appendJSONFloat(dst, r.Coverage)
+	dst = append(dst, `,"matchedTerms":`...)
+	dst = appendJSONStrings(dst, r.MatchedTerms)
+	dst = append(dst, `,"matchedCapabilities":`...)
+	dst = appendJSONStrings(dst, r.MatchedCapabilities)
+	dst = append(dst, `,"matchedResources":`...)
+	if len(r.MatchedResources) == 0 {
+		dst = append(dst, `[]`...)
+	} else {
+		b, err := json.Marshal(r.MatchedResources)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, b...)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSONFloat appends f as encoding/json writes a float64. Scores and
+// coverages are finite by construction.
+func appendJSONFloat(dst []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// Like encoding/json: e-09 becomes e-9.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
+
+// appendJSONStrings appends ss as a JSON array of strings ([] when empty).
+func appendJSONStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// appendJSONString appends s as a JSON string exactly as json.Marshal
+// writes it: HTML characters, control characters and U+2028/U+2029
+// escaped, invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
