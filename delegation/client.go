@@ -98,12 +98,12 @@ type Options struct {
 	Policy *netguard.Policy
 
 	// Transports adds or replaces the transport of a protocol (a nil
-	// value removes it). By default "http" is an [HTTPTransport] and "mcp"
-	// an [MCPTransport], both over HTTPClient, and "inprocess" calls the
-	// handlers registered with [Client.Handle]; a protocol with no
-	// transport ("a2a" until its transport exists) fails its delegations
-	// with code agent_unreachable. The client closes the transports it
-	// created, not those given here.
+	// value removes it). By default "http" is an [HTTPTransport], "mcp"
+	// an [MCPTransport] and "a2a" an [A2ATransport], all over HTTPClient,
+	// and "inprocess" calls the handlers registered with [Client.Handle];
+	// a protocol with no transport fails its delegations with code
+	// agent_unreachable. The client closes the transports it created, not
+	// those given here.
 	Transports map[registry.Protocol]Transport
 
 	// PublicURL is the mesh's public base URL, under which agents reach
@@ -314,6 +314,7 @@ func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s
 	}
 	c.transports = map[registry.Protocol]Transport{
 		registry.ProtocolHTTP:      NewHTTPTransport(hc),
+		registry.ProtocolA2A:       NewA2ATransport(&A2AOptions{HTTPClient: hc, Logger: o.Logger}),
 		registry.ProtocolInProcess: inprocessTransport{c},
 	}
 	if _, set := o.Transports[registry.ProtocolMCP]; !set {

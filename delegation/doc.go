@@ -27,12 +27,15 @@
 // A [Transport] sends one [Message] to one agent and returns its [Reply].
 // The client picks it by the agent's protocol: [HTTPTransport] for "http"
 // (the agentkit-mesh POST /task contract of SPEC 4.1), [MCPTransport] for
-// "mcp" (SPEC 4.2), and the Go [Handler]s registered with [Client.Handle]
-// for "inprocess" agents, which a host puts on the mesh like any other
-// agent (same records, limits, deadlines and breakers; a panic fails the
-// delegation). Options.Transports adds or replaces transports. Every
-// outbound request goes through the endpoint policy's client
-// ([netguard.Policy.NewClient]) and never follows a redirect.
+// "mcp" (SPEC 4.2), [A2ATransport] for "a2a" (A2A 1.0 agents over
+// JSON-RPC, SPEC 4.3: an input-required task completes the delegation
+// with the agent's question and Record.NeedsInput set), and the Go
+// [Handler]s registered with [Client.Handle] for "inprocess" agents,
+// which a host puts on the mesh like any other agent (same records,
+// limits, deadlines and breakers; a panic fails the delegation).
+// Options.Transports adds or replaces transports. Every outbound request
+// goes through the endpoint policy's client ([netguard.Policy.NewClient])
+// and never follows a redirect.
 //
 // # Limits and retries
 //

@@ -205,7 +205,7 @@ func (t *MCPTransport) Close() error {
 // Send calls the agent's handle_message tool with msg and returns its
 // AgentResponse. It implements [Transport].
 func (t *MCPTransport) Send(ctx context.Context, agent registry.Agent, msg Message) (Reply, error) {
-	if err := mcpCheckEndpoint(agent.Endpoint); err != nil {
+	if err := checkEndpoint(agent.Endpoint); err != nil {
 		return Reply{}, err
 	}
 	key, err := mcpKeyOf(agent)
@@ -380,7 +380,7 @@ func (t *MCPTransport) acquire(ctx context.Context, name string, key mcpKey) (c 
 	case <-c.ready:
 	case <-ctx.Done():
 		t.release(c)
-		return nil, false, mcpContextError(ctx.Err(), "opening the MCP session")
+		return nil, false, contextError(ctx.Err(), "opening the MCP session")
 	}
 	if c.err != nil {
 		t.release(c)
@@ -687,7 +687,7 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 	case ctxErr != nil && t.isClosed():
 		return mcpClosedError(), false
 	case ctxErr != nil:
-		return mcpContextError(ctxErr, "waiting for the agent"), false
+		return contextError(ctxErr, "waiting for the agent"), false
 	case t.isClosed():
 		return mcpClosedError(), false
 	}
@@ -737,7 +737,7 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 			terr.Message += " (redirects are not followed)"
 		}
 		if wire != nil {
-			terr.Message += ": " + mcpTruncate(wire.Message, mcpTextLimit)
+			terr.Message += ": " + truncateText(wire.Message, mcpTextLimit)
 		}
 		return terr, false
 	}
@@ -752,7 +752,7 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 	case wire != nil:
 		return &TransportError{
 			Code:    CodeAgentError,
-			Message: fmt.Sprintf("agent returned JSON-RPC error %d: %s", wire.Code, mcpTruncate(wire.Message, mcpTextLimit)),
+			Message: fmt.Sprintf("agent returned JSON-RPC error %d: %s", wire.Code, truncateText(wire.Message, mcpTextLimit)),
 			Err:     err,
 		}, false
 	case errors.Is(err, mcp.ErrConnectionClosed):
@@ -765,9 +765,9 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 	return &TransportError{Code: CodeBadResponse, Message: "agent sent a reply that is not valid MCP", Err: err}, false
 }
 
-// mcpContextError is the TransportError of an operation ended by its
+// contextError is the TransportError of an operation ended by its
 // context: timeout at the deadline, canceled otherwise.
-func mcpContextError(ctxErr error, doing string) *TransportError {
+func contextError(ctxErr error, doing string) *TransportError {
 	if errors.Is(ctxErr, context.DeadlineExceeded) {
 		return &TransportError{Code: CodeTimeout, Message: "deadline exceeded " + doing, Err: ctxErr}
 	}
@@ -822,9 +822,9 @@ func mcpAgentWireError(err error) *jsonrpc.Error {
 	return found
 }
 
-// mcpCheckEndpoint refuses an endpoint that is not an absolute http(s) URL
+// checkEndpoint refuses an endpoint that is not an absolute http(s) URL
 // before anything is dialled.
-func mcpCheckEndpoint(endpoint string) error {
+func checkEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &TransportError{Code: CodeEndpointNotAllowed, Message: "agent endpoint is not an absolute http(s) URL"}
@@ -1007,12 +1007,12 @@ func mcpErrorText(res *mcp.CallToolResult) string {
 	if text == "" {
 		return "(no details)"
 	}
-	return mcpTruncate(text, mcpTextLimit)
+	return truncateText(text, mcpTextLimit)
 }
 
-// mcpTruncate returns s as valid UTF-8 cut to at most n bytes on a rune
+// truncateText returns s as valid UTF-8 cut to at most n bytes on a rune
 // boundary.
-func mcpTruncate(s string, n int) string {
+func truncateText(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s

@@ -893,8 +893,8 @@ func TestMCPParseAgentReply(t *testing.T) {
 	}
 }
 
-func TestMCPTruncate(t *testing.T) {
-	assert.Equal(t, "ab", mcpTruncate("ab", 4))
-	assert.Equal(t, "a", mcpTruncate("aé", 2), "cut on a rune boundary")
-	assert.Equal(t, "\uFFFD", mcpTruncate("\xff", 4), "invalid UTF-8 replaced")
+func TestTruncateText(t *testing.T) {
+	assert.Equal(t, "ab", truncateText("ab", 4))
+	assert.Equal(t, "a", truncateText("aé", 2), "cut on a rune boundary")
+	assert.Equal(t, "\uFFFD", truncateText("\xff", 4), "invalid UTF-8 replaced")
 }
