@@ -26,7 +26,10 @@
 //     for multi-turn sessions.
 //   - [github.com/agentmesh/agentmesh/httpserver] and
 //     [github.com/agentmesh/agentmesh/mcpserver]: the HTTP control plane
-//     and the MCP tools, as thin front-ends (cmd/agentmesh wires them).
+//     and the MCP tools, as thin front-ends (cmd/agentmesh wires them);
+//     [github.com/agentmesh/agentmesh/a2aserver] serves the whole mesh as
+//     one A2A agent, whose card [github.com/agentmesh/agentmesh/a2acard]
+//     builds.
 //   - [github.com/agentmesh/agentmesh/netguard]: the endpoint policy and
 //     the SSRF-safe HTTP client every outbound call uses.
 //   - [github.com/agentmesh/agentmesh/store/boltstore]: the default store,

@@ -16,13 +16,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/redact"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
 const serveSynopsis = `agentmesh serve [flags]
 
-Runs the HTTP control plane (SPEC 6) with MCP Streamable HTTP at /mcp,
+Runs the HTTP control plane (SPEC 6) with MCP Streamable HTTP at /mcp, the
+mesh as one A2A agent at /a2a (its card at /.well-known/agent-card.json),
 /health and /metrics. Authentication: MESH_TOKEN (one token with every
 scope) and/or --tokens-file; with neither, a token is generated and printed
 once to stderr.`
@@ -169,6 +173,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Breakers:       m.breakers,
 		Reload:         reload,
 		CardClient:     m.policy.NewClient(nil), // POST /v1/agents/import
+		AgentCard:      a2acard.MeshCard(cfg.mesh.publicURL, buildinfo.Version()),
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
@@ -188,6 +193,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		return err
 	}
 	if err := mountMCP(srv, m, splitList(cfg.corsOrigins), log); err != nil {
+		m.close(context.Background())
+		return err
+	}
+	if err := mountA2A(srv, m, log); err != nil {
 		m.close(context.Background())
 		return err
 	}
@@ -288,8 +297,9 @@ func readTokens(path string) ([]httpserver.Token, error) {
 	return list, nil
 }
 
-// newLogger builds the process logger on w. format "" means text on a
-// terminal, else def.
+// newLogger builds the process logger on w: every string it logs passes
+// through redact.String (SPEC 11). format "" means text on a terminal,
+// else def.
 func newLogger(w io.Writer, level, format, def string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -306,9 +316,9 @@ func newLogger(w io.Writer, level, format, def string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(redact.NewHandler(slog.NewJSONHandler(w, opts))), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(redact.NewHandler(slog.NewTextHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: must be json or text", format)
 }

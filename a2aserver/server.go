@@ -1,0 +1,251 @@
+package a2aserver
+
+import (
+	"context"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/discovery"
+)
+
+// Searcher ranks agents for a query: *discovery.Engine implements it.
+type Searcher interface {
+	Search(query string, q *discovery.Query) ([]discovery.Result, error)
+}
+
+// Delegations runs delegations: *delegation.Client implements it.
+type Delegations interface {
+	Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error)
+}
+
+// Operations a call can perform, as [Options].Authorize sees them. The
+// two skills are the skill ids of the mesh's card.
+const (
+	OpDiscover   = a2acard.SkillDiscover // SendMessage with the discovery skill
+	OpDelegate   = a2acard.SkillDelegate // SendMessage with the delegation skill (the default), or a reply
+	OpReadTasks  = "tasks.read"          // GetTask, ListTasks
+	OpCancelTask = "tasks.cancel"        // CancelTask
+)
+
+// RequiredScope returns the HTTP API token scope (SPEC 6) an operation
+// needs — "read" for discovery and reading tasks, "delegate" for
+// delegating and cancelling — or "" for a string that is not one of the
+// operations. A host mounting the handler behind the HTTP API's
+// authentication checks it in Options.Authorize.
+func RequiredScope(op string) string {
+	switch op {
+	case OpDiscover, OpReadTasks:
+		return "read"
+	case OpDelegate, OpCancelTask:
+		return "delegate"
+	}
+	return ""
+}
+
+// Defaults of [Options].
+const (
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultTaskRetention = time.Hour
+	DefaultMaxTaskBytes  = 64 << 20
+)
+
+// Options configures the handler built by [New]. A nil *Options, like the
+// zero value of every field, means the documented default.
+type Options struct {
+	// Authorize, if set, is called before every call with the operation
+	// it performs (OpDiscover, OpDelegate, OpReadTasks, OpCancelTask) and
+	// the request's context (which carries what the host's HTTP
+	// middleware put there, such as the caller's identity). A non-nil
+	// error refuses the call with a JSON-RPC "permission denied" error
+	// (code -31403) whose message is "permission_denied: <error text>", so
+	// the text must be safe to show; nothing runs and no task is created.
+	// [RequiredScope] maps operations to the HTTP API's scopes. Nil
+	// allows every call. It must be safe for concurrent use.
+	Authorize func(ctx context.Context, op string) error
+
+	// Caller, if set, names the caller of a request's context (a token
+	// name, a user): a task belongs to the caller that created it, and
+	// other callers can neither read, continue nor cancel it (task not
+	// found). Nil means one caller: every task is visible to every
+	// client. It must be safe for concurrent use.
+	Caller func(ctx context.Context) string
+
+	// Logger receives failures that are not shown to clients (store
+	// errors, panics) at Error level, and the A2A SDK's own logs. Nil
+	// means discard.
+	Logger *slog.Logger
+
+	// MaxBodyBytes caps the size of a request body; a larger one gets a
+	// JSON-RPC parse error. ≤ 0 means DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+
+	// TaskRetention is how long a task that is no longer running stays
+	// readable with GetTask (and can be answered, when input-required)
+	// after its last update. ≤ 0 means DefaultTaskRetention (1 h).
+	TaskRetention time.Duration
+
+	// MaxTaskBytes caps the memory held by tasks (their JSON size):
+	// beyond it, the least recently updated tasks that are not running
+	// are dropped first (never the one written last). ≤ 0 means
+	// DefaultMaxTaskBytes (64 MiB).
+	MaxTaskBytes int64
+}
+
+// New returns the A2A endpoint of the mesh: an [http.Handler] serving the
+// A2A JSON-RPC binding (POST, one JSON-RPC request per body) whose skills
+// are discovery over search and delegation through del (both required),
+// as the package documentation describes. Mount it at the path the mesh's
+// card declares ([a2acard.MeshEndpointPath]) behind the host's
+// authentication.
+//
+// The handler keeps tasks in memory (see Options.TaskRetention) and
+// starts a goroutine per running task, which ends with the task. It is
+// safe for concurrent use, as search and del must be.
+func New(search Searcher, del Delegations, opts *Options) (http.Handler, error) {
+	if search == nil || del == nil {
+		return nil, errors.New("a2aserver: New needs a searcher and a delegation client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.TaskRetention <= 0 {
+		o.TaskRetention = DefaultTaskRetention
+	}
+	if o.MaxTaskBytes <= 0 {
+		o.MaxTaskBytes = DefaultMaxTaskBytes
+	}
+	// Data parts carry json.RawMessage values (see resultPart), which the
+	// SDK's gob copies of tasks need registered. Registering the same
+	// type again is a no-op.
+	gob.Register(json.RawMessage(nil))
+	log := o.Logger
+	panicked := func(where string) func(r any) error {
+		return func(r any) error {
+			log.Error("a2aserver: panic", "in", where, "panic", fmt.Sprint(r))
+			return a2a.NewError(a2a.ErrInternalError, CodeInternal+": internal error (logged by the server)")
+		}
+	}
+	rh := a2asrv.NewHandler(&executor{search: search, del: del, log: log},
+		a2asrv.WithTaskStore(newTaskStore(o.TaskRetention, o.MaxTaskBytes, time.Now)),
+		// What the mesh's card declares: no streaming, push
+		// notifications or extended card.
+		a2asrv.WithCapabilityChecks(&a2a.AgentCapabilities{}),
+		a2asrv.WithCallInterceptors(&guard{authorize: o.Authorize, caller: o.Caller}),
+		a2asrv.WithLogger(log),
+		a2asrv.WithExecutionPanicHandler(panicked("execution")),
+	)
+	rpc := a2asrv.NewJSONRPCHandler(rh, a2asrv.WithTransportPanicHandler(panicked("transport")))
+	limit := o.MaxBodyBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		rpc.ServeHTTP(w, r)
+	}), nil
+}
+
+// Methods of the A2A request handler, as [a2asrv.CallContext.Method]
+// names them.
+const (
+	methodSendMessage     = "SendMessage"
+	methodSendStreaming   = "SendStreamingMessage"
+	methodSubscribeToTask = "SubscribeToTask"
+	methodGetTask         = "GetTask"
+	methodListTasks       = "ListTasks"
+	methodCancelTask      = "CancelTask"
+	methodGetPushConfig   = "GetTaskPushConfig"
+	methodListPushConfigs = "ListTaskPushConfigs"
+	methodSetPushConfig   = "CreateTaskPushConfig"
+	methodDelPushConfig   = "DeleteTaskPushConfig"
+)
+
+// CodePermissionDenied is the code, in the message and the details, of a
+// call refused by Options.Authorize.
+const CodePermissionDenied = "permission_denied"
+
+// guard is the call interceptor that runs before every call: it names the
+// caller (the owner of the tasks the call creates or reads), refuses what
+// the mesh does not offer, authorises the operation, and checks a message
+// before any task exists, so that a refused or malformed call is a
+// JSON-RPC error, not a failed task.
+type guard struct {
+	a2asrv.PassthroughCallInterceptor
+	authorize func(ctx context.Context, op string) error
+	caller    func(ctx context.Context) string
+}
+
+// Before implements [a2asrv.CallInterceptor].
+func (g *guard) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
+	if g.caller != nil {
+		cc.User = a2asrv.NewAuthenticatedUser(g.caller(ctx), nil)
+	}
+	switch cc.Method() {
+	case methodSendMessage:
+		p, ok := req.Payload.(*a2a.SendMessageRequest)
+		if !ok || p == nil || p.Message == nil {
+			return ctx, nil, invalidParams("the request has no message")
+		}
+		if err := g.allow(ctx, skillOf(p)); err != nil {
+			return ctx, nil, err
+		}
+		if _, err := parseIntent(p.Message, p.Metadata); err != nil {
+			return ctx, nil, err
+		}
+		if p.Config != nil && p.Config.PushConfig != nil {
+			return ctx, nil, a2a.NewError(a2a.ErrPushNotificationNotSupported, "push notifications are not supported: SendMessage blocks until the task is final, or poll GetTask")
+		}
+		if p.Config == nil || !p.Config.ReturnImmediately {
+			ctx = context.WithValue(ctx, originKey{}, ctx)
+		}
+		return ctx, nil, nil
+	case methodSendStreaming, methodSubscribeToTask:
+		return ctx, nil, a2a.NewError(a2a.ErrUnsupportedOperation, "streaming is not supported: use SendMessage, which blocks until the task is final")
+	case methodGetTask, methodListTasks:
+		return ctx, nil, g.allow(ctx, OpReadTasks)
+	case methodCancelTask:
+		return ctx, nil, g.allow(ctx, OpCancelTask)
+	case methodGetPushConfig, methodListPushConfigs, methodSetPushConfig, methodDelPushConfig:
+		return ctx, nil, a2a.NewError(a2a.ErrPushNotificationNotSupported, "push notifications are not supported")
+	}
+	return ctx, nil, nil
+}
+
+// allow applies Options.Authorize.
+func (g *guard) allow(ctx context.Context, op string) error {
+	if g.authorize == nil {
+		return nil
+	}
+	if err := g.authorize(ctx, op); err != nil {
+		return codedError(a2a.ErrUnauthorized, CodePermissionDenied, err.Error())
+	}
+	return nil
+}
+
+// skillOf is the operation of a SendMessage, read leniently so that
+// authorisation comes before the checks of the message: discovery when
+// the metadata asks for it, else delegation.
+func skillOf(p *a2a.SendMessageRequest) string {
+	skill, _ := p.Message.Metadata[MetaSkill].(string)
+	if _, set := p.Message.Metadata[MetaSkill]; !set {
+		skill, _ = p.Metadata[MetaSkill].(string)
+	}
+	if skill == OpDiscover && p.Message.TaskID == "" {
+		return OpDiscover
+	}
+	return OpDelegate
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/a2aserver"
+	"github.com/agentmesh/agentmesh/httpserver"
+)
+
+// mountA2A serves the mesh as one A2A agent at /a2a (the endpoint of its
+// Agent Card, SPEC 4.3), behind the HTTP server's authentication: any
+// valid token reaches it, and each operation needs its scope (read to
+// discover and read tasks, delegate to delegate and cancel). Tasks belong
+// to the token that created them.
+func mountA2A(srv *httpserver.Server, m *mesh, log *slog.Logger) error {
+	h, err := a2aserver.New(m.engine, m.delegation, &a2aserver.Options{
+		Logger: log,
+		Authorize: func(ctx context.Context, op string) error {
+			id, ok := httpserver.IdentityFrom(ctx)
+			if !ok {
+				return errors.New("no authenticated caller")
+			}
+			scope := httpserver.Scope(a2aserver.RequiredScope(op))
+			if scope != "" && !id.Has(scope) {
+				return fmt.Errorf("token %q lacks the %s scope", id.Name, scope)
+			}
+			return nil
+		},
+		Caller: func(ctx context.Context) string {
+			id, _ := httpserver.IdentityFrom(ctx)
+			return id.Name
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return srv.Handle(a2acard.MeshEndpointPath, h, "")
+}
