@@ -52,10 +52,10 @@ func (d *doc) json() ([]byte, error) {
 
 // encodedResult is a [Result] whose agent is already encoded.
 type encodedResult struct {
-	Result        // Agent is zero
-	name   string // the agent's name, for the availability check
-	agent  []byte // the agent's JSON encoding, shared with the index
-	err    error  // from encoding the agent
+	matched
+	name  string // the agent's name, for the availability check
+	agent []byte // the agent's JSON encoding, shared with the index
+	err   error  // from encoding the agent
 }
 
 func (r encodedResult) agentName() string { return r.name }
@@ -64,7 +64,7 @@ func (r encodedResult) agentName() string { return r.name }
 func (s *searcher) encodedResult(terms []queryTerm, h hit) encodedResult {
 	d := &s.ix.docs[h.doc]
 	b, err := d.json()
-	return encodedResult{Result: s.match(terms, h), name: d.agent.Name, agent: b, err: err}
+	return encodedResult{matched: s.match(terms, h), name: d.agent.Name, agent: b, err: err}
 }
 
 // appendJSON appends r as the JSON object json.Marshal makes of a Result.
@@ -75,18 +75,18 @@ func (r *encodedResult) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"agent":`...)
 	dst = append(dst, r.agent...)
 	dst = append(dst, `,"score":`...)
-	dst = appendJSONFloat(dst, r.Score)
+	dst = appendJSONFloat(dst, r.score)
 	dst = append(dst, `,"coverage":`...)
-	dst = appendJSONFloat(dst, r.Coverage)
+	dst = appendJSONFloat(dst, r.coverage)
 	dst = append(dst, `,"matchedTerms":`...)
-	dst = appendJSONStrings(dst, r.MatchedTerms)
+	dst = appendJSONStrings(dst, r.terms)
 	dst = append(dst, `,"matchedCapabilities":`...)
-	dst = appendJSONStrings(dst, r.MatchedCapabilities)
+	dst = appendJSONStrings(dst, r.capabilities)
 	dst = append(dst, `,"matchedResources":`...)
-	if len(r.MatchedResources) == 0 {
+	if len(r.resources) == 0 {
 		dst = append(dst, `[]`...)
 	} else {
-		b, err := json.Marshal(r.MatchedResources)
+		b, err := json.Marshal(r.resources)
 		if err != nil {
 			return dst, err
 		}

@@ -613,22 +613,37 @@ func (s *searcher) admit(d int32) bool {
 
 // result builds the Result of a hit.
 func (s *searcher) result(terms []queryTerm, h hit) Result {
-	r := s.match(terms, h)
-	r.Agent = s.ix.docs[h.doc].record()
-	return r
+	m := s.match(terms, h)
+	return Result{
+		Agent:               s.ix.docs[h.doc].record(),
+		Score:               m.score,
+		Coverage:            m.coverage,
+		MatchedTerms:        m.terms,
+		MatchedCapabilities: m.capabilities,
+		MatchedResources:    m.resources,
+	}
 }
 
 func (r Result) agentName() string { return r.Agent.Name }
 
-// match returns the result of hit h without its Agent: score, coverage
-// and what matched.
-func (s *searcher) match(terms []queryTerm, h hit) Result {
+// matched is what a Result says besides the agent: its score and what
+// matched. An encodedResult carries it rather than a Result, whose agent
+// record field alone is a few hundred bytes.
+type matched struct {
+	score, coverage float64
+	terms           []string
+	capabilities    []string
+	resources       []registry.Resource
+}
+
+// match returns the score of hit h and what matched.
+func (s *searcher) match(terms []queryTerm, h hit) matched {
 	d := &s.ix.docs[h.doc]
-	r := Result{
-		Score:               h.score,
-		MatchedTerms:        []string{},
-		MatchedCapabilities: []string{},
-		MatchedResources:    []registry.Resource{},
+	r := matched{
+		score:        h.score,
+		terms:        []string{},
+		capabilities: []string{},
+		resources:    []registry.Resource{},
 	}
 	var capMask uint8 // capabilities holding a matched term
 	var capStems []string
@@ -650,16 +665,16 @@ func (s *searcher) match(terms []queryTerm, h hit) Result {
 		}
 		if hitField {
 			nMatched++
-			r.MatchedTerms = append(r.MatchedTerms, t.forms...)
+			r.terms = append(r.terms, t.forms...)
 			if c[fieldCapabilities] != 0 {
 				capMask |= c[capSlot]
 				capStems = append(capStems, t.key)
 			}
 		}
 	}
-	r.Coverage = float64(nMatched) / float64(len(terms))
+	r.coverage = float64(nMatched) / float64(len(terms))
 	if s.overlap {
-		r.Score = r.Coverage
+		r.score = r.coverage
 	}
 	if capMask != 0 {
 		var scratch []string
@@ -669,14 +684,14 @@ func (s *searcher) match(terms []queryTerm, h hit) Result {
 				// From the eighth on, the mask only says "one of them":
 				// analyse each the way it was indexed.
 				i >= 7 && capMask&(1<<7) != 0 && s.identifierHas(c, capStems, &scratch):
-				r.MatchedCapabilities = append(r.MatchedCapabilities, c)
+				r.capabilities = append(r.capabilities, c)
 			}
 		}
 	}
 	if len(s.o.RequiredResources) > 0 {
 		for _, res := range d.agent.Resources {
 			if slices.ContainsFunc(s.o.RequiredResources, func(want string) bool { return ResourceCovers(res.URI, want) }) {
-				r.MatchedResources = append(r.MatchedResources, res)
+				r.resources = append(r.resources, res)
 			}
 		}
 	}
