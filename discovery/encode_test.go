@@ -17,7 +17,7 @@ import (
 // resources, examples and optional fields.
 func trickyAgents() []registry.Agent {
 	threshold := 0.25
-	at := time.Date(2026, 11, 30, 1, 2, 3, 456789, time.UTC)
+	at := time.Now().UTC().Add(-time.Minute) // fresh: the TTL below has not lapsed
 	return []registry.Agent{
 		{
 			Name: "html-agent", DisplayName: "<b>Invoices</b> & \"quotes\"",
