@@ -227,14 +227,7 @@ func outcome(ec *a2asrv.ExecutorContext, rec delegation.Record) []a2a.Event {
 		ev.Metadata = meta
 		return append(events, ev)
 	}
-	code := rec.Code
-	if code == "" {
-		code = string(rec.Status)
-	}
-	msg := strings.TrimSpace(rec.Error)
-	if msg == "" {
-		msg = "the delegation ended " + string(rec.Status)
-	}
+	code, msg := rec.Failure()
 	text := fmt.Sprintf("delegation %s to %q %s: %s", rec.ID, rec.TargetAgent, rec.Status, msg)
 	if rec.Status == delegation.StatusCanceled {
 		ev := failedEvent(ec, code, text, meta)

@@ -17,10 +17,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	a2alog "github.com/a2aproject/a2a-go/v2/log"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
-	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -54,6 +55,12 @@ type A2AOptions struct {
 	// one fails with response_too_large. ≤ 0 means [MaxResultBytes]
 	// (SPEC 4: 4 MiB).
 	MaxResponseBytes int64
+
+	// Propagator writes the trace context of each Send into its requests
+	// (with propagation.TraceContext, the W3C traceparent and tracestate
+	// headers). Nil means the global propagator
+	// (otel.GetTextMapPropagator), a no-op unless the host installs one.
+	Propagator propagation.TextMapPropagator
 
 	// Logger receives what the a2a-go client logs (nothing in normal
 	// operation). Nil means no logging.
@@ -106,6 +113,7 @@ type A2AOptions struct {
 type A2ATransport struct {
 	httpClient *http.Client
 	baseRT     http.RoundTripper
+	prop       propagation.TextMapPropagator
 	userAgent  string
 	maxBytes   int64
 	logger     *slog.Logger
@@ -118,18 +126,7 @@ func NewA2ATransport(opts *A2AOptions) *A2ATransport {
 	if opts != nil {
 		o = *opts
 	}
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = (*netguard.Policy)(nil).NewClient(nil)
-	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	hc, rt, logger := transportDefaults(o.HTTPClient, o.Logger)
 	maxBytes := o.MaxResponseBytes
 	if maxBytes <= 0 {
 		maxBytes = MaxResultBytes
@@ -137,6 +134,7 @@ func NewA2ATransport(opts *A2AOptions) *A2ATransport {
 	return &A2ATransport{
 		httpClient: hc,
 		baseRT:     rt,
+		prop:       tracing.Propagator(o.Propagator),
 		userAgent:  "agentmesh/" + buildinfo.Version(),
 		maxBytes:   maxBytes,
 		logger:     logger,
@@ -504,7 +502,7 @@ type a2aCall struct {
 
 // newCall returns the client of one Send to agent.
 func (t *A2ATransport) newCall(agent registry.Agent, params a2aclient.ServiceParams) *a2aCall {
-	rt := &a2aRoundTripper{base: t.baseRT, maxBytes: t.maxBytes}
+	rt := &a2aRoundTripper{base: t.baseRT, prop: t.prop, maxBytes: t.maxBytes}
 	hc := *t.httpClient
 	hc.Transport = rt
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -579,12 +577,14 @@ type a2aExchange struct {
 	tooLarge   bool   // the body went past the cap
 }
 
-// a2aRoundTripper is the HTTP transport of one Send: it records each
-// exchange for classify, keeps the head of a reply other than 200 (the SDK
-// drops it) and caps reply bodies. The requests of a Send are sequential;
-// the lock covers the HTTP transport's own goroutines.
+// a2aRoundTripper is the HTTP transport of one Send: it adds the trace
+// context of the request's context, records each exchange for classify,
+// keeps the head of a reply other than 200 (the SDK drops it) and caps
+// reply bodies. The requests of a Send are sequential; the lock covers the
+// HTTP transport's own goroutines.
 type a2aRoundTripper struct {
 	base     http.RoundTripper
+	prop     propagation.TextMapPropagator
 	maxBytes int64
 
 	mu   sync.Mutex
@@ -596,7 +596,9 @@ func (rt *a2aRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
 		rt.update(func(s *a2aExchange) { s.connected = true })
 	}}
-	resp, err := rt.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	out.Header = tracing.InjectCopy(req.Context(), rt.prop, req.Header)
+	resp, err := rt.base.RoundTrip(out)
 	if err != nil {
 		rt.update(func(s *a2aExchange) { s.rtErr = err })
 		return nil, err

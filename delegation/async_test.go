@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,9 +273,18 @@ func TestCancelRunning(t *testing.T) {
 }
 
 // An agent that calls back before it answers 202: Delegate returns the
-// final record, the late 202 does not move it back to accepted.
+// final record, the late 202 does not move it back to accepted, and
+// OnRecord hears of the record once (metrics and audit count it once).
 func TestAsyncCallbackBeforeAccepted(t *testing.T) {
-	e := newEnv(t, nil)
+	var (
+		mu   sync.Mutex
+		seen []delegation.Status
+	)
+	e := newEnv(t, &delegation.Options{OnRecord: func(r delegation.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Status)
+	}})
 	e.agentServer("eager", func(w http.ResponseWriter, r *http.Request) {
 		tr := readTask(t, r)
 		code, body := callBack(t, tr.CallbackURL, `{"status":"completed","result":"instant"}`)
@@ -285,6 +295,9 @@ func TestAsyncCallbackBeforeAccepted(t *testing.T) {
 	assert.Equal(t, delegation.StatusCompleted, rec.Status)
 	assert.JSONEq(t, `"instant"`, string(rec.Result))
 	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, seen)
 }
 
 // An async delegation to an agent that answers 200 at once is completed;

@@ -12,8 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -151,6 +155,23 @@ type Options struct {
 	// change, and must be quick and safe for concurrent use.
 	OnRecord func(Record)
 
+	// TracerProvider creates the spans of delegations (SPEC 11): one per
+	// Delegate call ("delegation.delegate") and, under it, one per attempt
+	// to reach the agent ("delegation.attempt", a client span), with the
+	// agent's name and protocol, the delegation id, the attempt number and
+	// the outcome's status and code — never the task's text or a token.
+	// Nil means the global provider (otel.GetTracerProvider), a no-op
+	// unless the host installs one.
+	TracerProvider trace.TracerProvider
+
+	// Propagator writes the trace context of each attempt into the
+	// requests the client's own transports send to agents (with
+	// propagation.TraceContext, the W3C traceparent and tracestate
+	// headers). Nil means the global propagator
+	// (otel.GetTextMapPropagator), a no-op unless the host installs one:
+	// then no trace header is sent.
+	Propagator propagation.TextMapPropagator
+
 	// Logger receives lifecycle events and dropped errors (store writes
 	// that failed in the background), and each finished delegation at
 	// Debug (ids, target, status, code and the task's length and hash,
@@ -184,6 +205,7 @@ type Client struct {
 	pollEvery   time.Duration
 	onRecord    func(Record)
 	log         *slog.Logger
+	tracer      trace.Tracer
 
 	// Test seams, set only before the client is used.
 	now    func() time.Time
@@ -283,6 +305,7 @@ func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s
 		pollEvery:   positive(o.WaitPollInterval, time.Second),
 		onRecord:    o.OnRecord,
 		log:         o.Logger,
+		tracer:      tracing.Tracer(o.TracerProvider, tracerName),
 		now:         time.Now,
 		sleep:       sleepCtx,
 		jitter:      jitter,
@@ -312,13 +335,14 @@ func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s
 	if hc == nil {
 		hc = o.Policy.NewClient(nil)
 	}
+	prop := tracing.Propagator(o.Propagator)
 	c.transports = map[registry.Protocol]Transport{
-		registry.ProtocolHTTP:      NewHTTPTransport(hc),
-		registry.ProtocolA2A:       NewA2ATransport(&A2AOptions{HTTPClient: hc, Logger: o.Logger}),
+		registry.ProtocolHTTP:      newHTTPTransport(hc, prop),
+		registry.ProtocolA2A:       NewA2ATransport(&A2AOptions{HTTPClient: hc, Logger: o.Logger, Propagator: prop}),
 		registry.ProtocolInProcess: inprocessTransport{c},
 	}
 	if _, set := o.Transports[registry.ProtocolMCP]; !set {
-		mt := NewMCPTransport(&MCPOptions{HTTPClient: hc, Logger: o.Logger})
+		mt := NewMCPTransport(&MCPOptions{HTTPClient: hc, Logger: o.Logger, Propagator: prop})
 		c.transports[registry.ProtocolMCP] = mt
 		c.owned = append(c.owned, mt)
 	}

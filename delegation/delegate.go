@@ -81,10 +81,12 @@ type plan struct {
 // give a failed record (code agent_unavailable or agent_unreachable)
 // without calling the agent. Cancelling ctx cancels the delegation
 // (status canceled).
-func (c *Client) Delegate(ctx context.Context, req Request) (Record, error) {
+func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	ctx, span := c.startDelegate(ctx, &req)
+	defer func() { endDelegate(span, &rec, err) }()
 	if !c.enter() {
 		return Record{}, ErrClosed
 	}
@@ -94,7 +96,7 @@ func (c *Client) Delegate(ctx context.Context, req Request) (Record, error) {
 		return Record{}, err
 	}
 	now := c.now()
-	rec := Record{
+	rec = Record{
 		ID:          newID(),
 		SourceAgent: req.SourceAgent,
 		TargetAgent: p.agent.Name,
@@ -387,10 +389,13 @@ func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Trans
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer wcancel()
+	var changed bool
 	stored, err := c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
+		changed = false
 		if cur.Status.Final() {
-			return nil, errKeep // a callback (or cancel) got there first
+			return nil, errKeep // a callback (or cancel) got there first and reported it
 		}
+		changed = true
 		next := out
 		return &next, nil
 	})
@@ -401,7 +406,9 @@ func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Trans
 	if stored.Status == StatusAccepted {
 		c.maint.add(stored.ID, *stored.Deadline)
 	}
-	c.finished(stored)
+	if changed {
+		c.finished(stored)
+	}
 	return stored.Public(), nil
 }
 
@@ -415,25 +422,29 @@ func (c *Client) acceptLate(ctx context.Context, p *plan, f *flight, rec Record)
 	// The running record went through the group commit: it must be in
 	// the store before the accepted one is written around it.
 	err := c.commit.flush(wctx)
-	stored := rec
+	stored, changed := rec, true
 	if err == nil {
 		stored, err = c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
+			changed = false
 			if cur.Status.Final() {
-				return nil, errKeep
+				return nil, errKeep // the callback got there first and reported it
 			}
+			changed = true
 			next := rec
 			return &next, nil
 		})
 	}
 	if err != nil {
 		c.log.Warn("delegation record not written", "delegation_id", rec.ID, "err", err)
-		stored = rec
+		stored, changed = rec, true
 	}
 	c.untrack(f)
 	if stored.Status == StatusAccepted {
 		c.maint.add(stored.ID, *stored.Deadline)
 	}
-	c.finished(stored)
+	if changed {
+		c.finished(stored)
+	}
 	return stored.Public()
 }
 
@@ -456,7 +467,9 @@ func withTimeout(parent context.Context, d time.Duration) (context.Context, cont
 func (c *Client) send(ctx context.Context, t Transport, p *plan, msg Message, f *flight) (Reply, int, error) {
 	for attempt := 1; ; attempt++ {
 		c.setAttempts(f, attempt)
-		reply, err := t.Send(ctx, p.agent, msg)
+		actx, span := c.startAttempt(ctx, p, msg.DelegationID, attempt)
+		reply, err := t.Send(actx, p.agent, msg)
+		endAttempt(span, reply, err)
 		if err == nil || ctx.Err() != nil || attempt > MaxRetries {
 			return reply, attempt, err
 		}

@@ -16,7 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -47,10 +50,17 @@ const maxRetryAfter = time.Hour
 //
 // A failure to connect (refused, DNS) is retryable, with code
 // agent_unreachable; a refusal by the endpoint policy is not, with code
-// endpoint_not_allowed. An HTTPTransport is safe for concurrent use.
+// endpoint_not_allowed.
+//
+// The trace context of ctx, when it has one, is sent along with the global
+// propagator (otel.GetTextMapPropagator; the transport of a [Client] uses
+// Options.Propagator instead): with propagation.TraceContext, the W3C
+// traceparent and tracestate headers. An HTTPTransport is safe for
+// concurrent use.
 type HTTPTransport struct {
 	client    *http.Client
 	userAgent string
+	prop      propagation.TextMapPropagator
 }
 
 // NewHTTPTransport returns the http transport over client, which should
@@ -58,12 +68,18 @@ type HTTPTransport struct {
 // Policy: private addresses allowed). The transport uses a copy of client
 // that never follows redirects.
 func NewHTTPTransport(client *http.Client) *HTTPTransport {
+	return newHTTPTransport(client, nil)
+}
+
+// newHTTPTransport is NewHTTPTransport with the propagator of the trace
+// context (nil means the global one).
+func newHTTPTransport(client *http.Client, prop propagation.TextMapPropagator) *HTTPTransport {
 	if client == nil {
 		client = (*netguard.Policy)(nil).NewClient(nil)
 	}
 	cp := *client
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &HTTPTransport{client: &cp, userAgent: "agentmesh/" + buildinfo.Version()}
+	return &HTTPTransport{client: &cp, userAgent: "agentmesh/" + buildinfo.Version(), prop: tracing.Propagator(prop)}
 }
 
 // taskBody is the request body of POST /task.
@@ -98,6 +114,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Mesh-Delegation-Id"] = []string{msg.DelegationID}
 	h["User-Agent"] = []string{t.userAgent}
+	tracing.Inject(ctx, t.prop, h)
 	if auth := a.Auth; auth != nil && auth.Token != "" {
 		switch auth.Type {
 		case registry.AuthBearer:

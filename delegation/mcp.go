@@ -19,8 +19,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -77,6 +79,14 @@ type MCPOptions struct {
 	// mishandle it.
 	ProtocolVersion string
 
+	// Propagator writes the trace context of each call into every HTTP
+	// request of that call (with propagation.TraceContext, the W3C
+	// traceparent and tracestate headers); the handshake of a session
+	// carries the context of the Send that opened it. Nil means the global
+	// propagator (otel.GetTextMapPropagator), a no-op unless the host
+	// installs one.
+	Propagator propagation.TextMapPropagator
+
 	// Logger receives session lifecycle events at Debug level. Nil means
 	// no logging.
 	Logger *slog.Logger
@@ -102,6 +112,7 @@ type MCPTransport struct {
 	sessionOpts    *mcp.ClientSessionOptions
 	httpClient     *http.Client
 	baseRT         http.RoundTripper
+	prop           propagation.TextMapPropagator
 	userAgent      string
 	maxBytes       int64
 	connectTimeout time.Duration
@@ -127,18 +138,7 @@ func NewMCPTransport(opts *MCPOptions) *MCPTransport {
 	if opts != nil {
 		o = *opts
 	}
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = (*netguard.Policy)(nil).NewClient(nil)
-	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	hc, rt, logger := transportDefaults(o.HTTPClient, o.Logger)
 	t := &MCPTransport{
 		client: mcp.NewClient(
 			&mcp.Implementation{Name: "agentmesh", Version: buildinfo.Version()},
@@ -148,6 +148,7 @@ func NewMCPTransport(opts *MCPOptions) *MCPTransport {
 		),
 		httpClient:     hc,
 		baseRT:         rt,
+		prop:           tracing.Propagator(o.Propagator),
 		userAgent:      "agentmesh/" + buildinfo.Version(),
 		maxBytes:       o.MaxResponseBytes,
 		connectTimeout: o.ConnectTimeout,
@@ -532,13 +533,15 @@ func (t *MCPTransport) isClosed() bool {
 }
 
 // agentClient returns the HTTP client of one session: a copy of the
-// configured client whose transport adds the agent's auth header and the
-// User-Agent, caps reply bodies and reports what it saw to the call's
+// configured client whose transport adds the agent's auth header, the
+// User-Agent and the trace context of the request's context, caps reply
+// bodies and reports what it saw to the call's
 // [mcpExchange], and which never follows redirects (SPEC 4).
 func (t *MCPTransport) agentClient(key mcpKey) *http.Client {
 	hc := *t.httpClient
 	hc.Transport = &mcpRoundTripper{
 		base:        t.baseRT,
+		prop:        t.prop,
 		headerName:  key.headerName,
 		headerValue: key.headerValue,
 		userAgent:   t.userAgent,
@@ -551,6 +554,7 @@ func (t *MCPTransport) agentClient(key mcpKey) *http.Client {
 // mcpRoundTripper is the HTTP transport of one agent's session.
 type mcpRoundTripper struct {
 	base        http.RoundTripper
+	prop        propagation.TextMapPropagator
 	headerName  string // auth header, "" for none
 	headerValue string
 	userAgent   string
@@ -564,6 +568,9 @@ func (rt *mcpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	if rt.headerName != "" {
 		req.Header.Set(rt.headerName, rt.headerValue)
 	}
+	// Every request of a call (the POST, and any GET resuming its stream)
+	// is made with the call's context, so it carries the attempt's span.
+	tracing.Inject(req.Context(), rt.prop, req.Header)
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {
 		ex.noteError(err)

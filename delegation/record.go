@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -86,4 +87,19 @@ type Record struct {
 func (r Record) Public() Record {
 	r.SecretHash = nil
 	return r
+}
+
+// Failure describes a record that did not complete, for a caller to read:
+// its code (the status when the record has none, like canceled) and its
+// error message (a sentence naming the status when the record has none).
+func (r Record) Failure() (code, msg string) {
+	code = r.Code
+	if code == "" {
+		code = string(r.Status)
+	}
+	msg = strings.TrimSpace(r.Error)
+	if msg == "" {
+		msg = "the delegation ended " + string(r.Status)
+	}
+	return code, msg
 }

@@ -416,3 +416,18 @@ func TestListSeesReturnedDelegations(t *testing.T) {
 		assert.Equal(t, delegation.StatusCompleted, list[0].Status)
 	}
 }
+
+func TestRecordFailure(t *testing.T) {
+	for _, tc := range []struct {
+		rec       delegation.Record
+		code, msg string
+	}{
+		{delegation.Record{Status: delegation.StatusFailed, Code: "agent_error", Error: " agent returned 500 "}, "agent_error", "agent returned 500"},
+		{delegation.Record{Status: delegation.StatusCanceled}, "canceled", "the delegation ended canceled"},
+		{delegation.Record{Status: delegation.StatusTimeout, Code: "timeout"}, "timeout", "the delegation ended timeout"},
+	} {
+		code, msg := tc.rec.Failure()
+		assert.Equal(t, tc.code, code)
+		assert.Equal(t, tc.msg, msg)
+	}
+}

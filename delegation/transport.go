@@ -3,7 +3,10 @@ package delegation
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http"
 
+	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -84,4 +87,23 @@ type Reply struct {
 	// NeedsInput is true when the agent asks a question instead of
 	// finishing (A2A input-required).
 	NeedsInput bool
+}
+
+// transportDefaults fills in the options a transport over HTTP shares: a
+// nil client means netguard's client with a nil policy (private addresses
+// allowed, the library default), a nil RoundTripper http.DefaultTransport,
+// and a nil logger one that discards. rt is the client's RoundTripper,
+// which transports wrap.
+func transportDefaults(hc *http.Client, logger *slog.Logger) (*http.Client, http.RoundTripper, *slog.Logger) {
+	if hc == nil {
+		hc = (*netguard.Policy)(nil).NewClient(nil)
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return hc, rt, logger
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -49,23 +50,30 @@ func (s *Server) importAgent(w *recorder, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	if e := checkCardURL(b.CardURL); e != nil {
+	// refused records and answers a card that could not be imported.
+	refused := func(e *apiError) {
+		details := map[string]string{"via": "import", "card_host": endpointHost(b.CardURL)}
+		s.auditOutcome(w, audit.ActionAgentRegister, "", e, details)
 		s.fail(w, e)
+	}
+	if e := checkCardURL(b.CardURL); e != nil {
+		refused(e)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), CardFetchTimeout)
 	card, err := a2acard.Fetch(ctx, s.cardClient, b.CardURL)
 	cancel()
 	if err != nil {
-		s.fail(w, cardError(r.Context(), err))
+		refused(cardError(r.Context(), err))
 		return
 	}
 	a, err := a2acard.ToAgent(card, b.CardURL)
 	if err != nil {
-		s.fail(w, fieldError("cardUrl", "%s", err.Error()))
+		refused(fieldError("cardUrl", "%s", err.Error()))
 		return
 	}
 	stored, created, err := s.reg.Register(r.Context(), a)
+	s.auditRegister(w, a, created, "import", err)
 	if err != nil {
 		s.fail(w, registryError(err))
 		return

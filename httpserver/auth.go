@@ -239,7 +239,9 @@ type identityKey struct{}
 
 // IdentityFrom returns the authenticated caller of the request whose
 // context is ctx, for handlers mounted with [Server.Handle] (and the
-// callback route). ok is false when the request was not authenticated.
+// callback route), and for the hooks of the delegation client and the
+// router, whose contexts the server gives it too. ok is false when the
+// request was not authenticated.
 func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
 	id, ok = ctx.Value(identityKey{}).(Identity)
 	return id, ok

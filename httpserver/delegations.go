@@ -14,7 +14,8 @@ import (
 )
 
 // Delegations is what the server needs from the delegation client:
-// *delegation.Client implements it.
+// *delegation.Client implements it. The context of Delegate carries the
+// caller's [Identity] ([IdentityFrom]).
 type Delegations interface {
 	Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error)
 	Get(ctx context.Context, id string) (delegation.Record, error)
@@ -92,7 +93,8 @@ func (s *Server) delegate(w *recorder, r *http.Request) {
 		s.fail(w, fieldError("asyncTimeoutMs", "invalid asyncTimeoutMs: must be between 1 and %d (0 means the default)", maxAsync))
 		return
 	}
-	rec, err := s.del.Delegate(r.Context(), delegation.Request{
+	// The caller rides in the context, for hooks that audit delegations.
+	rec, err := s.del.Delegate(WithIdentity(r.Context(), w.identity), delegation.Request{
 		Target:       b.TargetName,
 		Query:        b.Query,
 		Resources:    b.Resources,

@@ -37,6 +37,7 @@
 //	POST   /v1/delegations/{id}/cancel      delegate  200 the canceled record / 404 / 409
 //	POST   /v1/delegations/{id}/result      callback  the secret in ?token=, or a token with scope delegate
 //	POST   /v1/admin/reload                 admin     when Options.Reload is set
+//	GET    /v1/audit                        admin     ?limit&since&cursor, bare array + Link (when Options.Audit is set)
 //
 // The delegation routes exist when a [Delegations] is given to [New];
 // [Server.Handle] mounts more handlers (MCP at /mcp) behind the same
@@ -101,6 +102,19 @@
 // raw path. Each request is logged at Info with method, route, status,
 // duration, request id and token name — never a token, a body or a query
 // string (the callback secret travels in one).
+//
+// With Options.Audit, the server records audit entries (package audit):
+// every 401 and 403 of its authentication (actor: the token's name for a
+// missing scope; the client IP and route in the details), every
+// registration through POST /v1/agents and /v1/agents/import — refused
+// ones included, with their code (endpoint_not_allowed for a refused
+// endpoint, and its host) — every unregistration and every reload, each
+// with the calling token's name. GET /v1/audit lists the log newest
+// first: limit defaults to 100 and is capped at 1000, since (RFC 3339)
+// keeps the entries at or after it, and the Link header's cursor continues.
+// The contexts the server passes to Delegations.Delegate and Router.Handle
+// carry the caller's [Identity], so hooks of those libraries can name the
+// caller too.
 //
 // # Concurrency
 //

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
@@ -34,6 +35,9 @@ func (s *Server) routes(metrics bool) {
 	s.handle("POST /v1/discover", authScope, ScopeRead, s.discoverPost)
 	if s.reloadFunc != nil {
 		s.handle("POST /v1/admin/reload", authScope, ScopeAdmin, s.reload)
+	}
+	if s.audit != nil {
+		s.handle("GET /v1/audit", authScope, ScopeAdmin, s.listAudit)
 	}
 	if s.del != nil {
 		s.delegationRoutes()
@@ -126,9 +130,12 @@ func (s *Server) reload(w *recorder, r *http.Request) {
 	if err != nil {
 		e := errorf(http.StatusUnprocessableEntity, CodeReloadFailed, "%s", err.Error())
 		e.details = report
+		s.record(audit.Entry{Actor: w.identity.Name, Action: audit.ActionReload, Outcome: audit.OutcomeFailure, Code: CodeReloadFailed,
+			Details: map[string]string{"error": truncate(err.Error(), 512), "request_id": w.id}})
 		s.fail(w, e)
 		return
 	}
+	s.auditOutcome(w, audit.ActionReload, "", nil, nil)
 	if report == nil {
 		report = map[string]string{"status": "ok"}
 	}
@@ -144,10 +151,13 @@ func (s *Server) registerAgent(w *recorder, r *http.Request) {
 		return
 	}
 	if a.Protocol == registry.ProtocolInProcess {
-		s.fail(w, fieldError("protocol", "invalid protocol: inprocess agents are registered by the program that hosts them, not over HTTP"))
+		e := fieldError("protocol", "invalid protocol: inprocess agents are registered by the program that hosts them, not over HTTP")
+		s.auditOutcome(w, audit.ActionAgentRegister, a.Name, e, nil)
+		s.fail(w, e)
 		return
 	}
 	stored, created, err := s.reg.Register(r.Context(), a)
+	s.auditRegister(w, a, created, "", err)
 	if err != nil {
 		s.fail(w, registryError(err))
 		return
@@ -228,9 +238,12 @@ func (s *Server) deleteAgent(w *recorder, r *http.Request) {
 		return
 	}
 	if err := s.reg.Delete(r.Context(), name); err != nil {
-		s.fail(w, registryError(err))
+		e := registryError(err)
+		s.auditOutcome(w, audit.ActionAgentUnregister, name, e, nil)
+		s.fail(w, e)
 		return
 	}
+	s.auditOutcome(w, audit.ActionAgentUnregister, name, nil, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -246,6 +259,29 @@ func (s *Server) heartbeat(w *recorder, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
+}
+
+// auditRegister records a registration of a (through POST /v1/agents, or
+// the import of a card when via is "import"): its outcome, and for a
+// refused endpoint the endpoint's host.
+func (s *Server) auditRegister(w *recorder, a registry.Agent, created bool, via string, err error) {
+	if s.audit == nil {
+		return
+	}
+	details := map[string]string{}
+	if via != "" {
+		details["via"] = via
+	}
+	var e *apiError
+	if err != nil {
+		e = registryError(err)
+		if errors.Is(err, registry.ErrEndpointNotAllowed) {
+			details["endpoint_host"] = endpointHost(a.Endpoint)
+		}
+	} else {
+		details["created"] = strconv.FormatBool(created)
+	}
+	s.auditOutcome(w, audit.ActionAgentRegister, a.Name, e, details)
 }
 
 // FieldProblem is one entry of the details of a validation error:

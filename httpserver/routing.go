@@ -13,7 +13,8 @@ import (
 )
 
 // Router routes a message through the orchestrator pipeline (SPEC 5):
-// *routing.Router implements it.
+// *routing.Router implements it. The context of Handle carries the
+// caller's [Identity] ([IdentityFrom]).
 type Router interface {
 	Handle(ctx context.Context, req routing.Request) (routing.Response, error)
 }
@@ -56,7 +57,7 @@ func (s *Server) routeRequest(w *recorder, r *http.Request) {
 	}
 	meta[SessionOwnerKey] = w.identity.Name
 	req.Metadata = meta
-	resp, err := s.router.Handle(r.Context(), req)
+	resp, err := s.router.Handle(WithIdentity(r.Context(), w.identity), req)
 	if err != nil {
 		s.fail(w, routingError(w, err))
 		return

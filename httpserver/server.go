@@ -17,9 +17,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -160,6 +163,30 @@ type Options struct {
 	// served as JSON without authentication at GET
 	// /.well-known/agent-card.json. Nil leaves the route out (404).
 	AgentCard any
+
+	// Audit receives the audit entries of SPEC 11 this server sees —
+	// refused authentication (401) and authorisation (403), agent
+	// registrations (including refused ones and imports), unregistrations
+	// and reloads, each with the token's name — and serves GET /v1/audit
+	// (scope admin). Record must not block: *audit.Recorder queues. Nil
+	// records nothing and leaves the route out (404).
+	Audit Audit
+
+	// TracerProvider creates one server span per request (SPEC 11), named
+	// by its method and route pattern ("POST /v1/request") with the
+	// semantic conventions' http.* and url.path attributes (never the
+	// query) and the request id; a 5xx marks it failed. Handlers see it in
+	// the request's context, so the routing and delegation spans are its
+	// children. Nil means the global provider (otel.GetTracerProvider), a
+	// no-op unless the host installs one.
+	TracerProvider trace.TracerProvider
+
+	// Propagator extracts the caller's trace context from each request's
+	// headers (with propagation.TraceContext, the W3C traceparent), so the
+	// server span joins the caller's trace. Nil means the global
+	// propagator (otel.GetTextMapPropagator), a no-op unless the host
+	// installs one.
+	Propagator propagation.TextMapPropagator
 }
 
 // Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
@@ -200,6 +227,9 @@ type Server struct {
 	sessions   Sessions
 	cardClient *http.Client
 	agentCard  any
+	audit      Audit
+	tracer     trace.Tracer
+	prop       propagation.TextMapPropagator
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -243,6 +273,9 @@ func New(reg Registry, search Searcher, del Delegations, opts *Options) (*Server
 		sessions:   o.Sessions,
 		cardClient: o.CardClient,
 		agentCard:  o.AgentCard,
+		audit:      o.Audit,
+		tracer:     tracing.Tracer(o.TracerProvider, tracerName),
+		prop:       tracing.Propagator(o.Propagator),
 	}
 	if o.Token == "" && len(o.Tokens) == 0 {
 		return nil, errors.New("httpserver: no token configured (set Options.Token or Options.Tokens; GenerateToken makes one)")
@@ -384,7 +417,9 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 // response, CORS, path checks, routing, and JSON errors for everything the
 // mux would answer in plain text (404, 405).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &recorder{ResponseWriter: w, s: s, r: r, start: time.Now()}
+	start := time.Now()
+	r, span := s.startSpan(r)
+	rec := &recorder{ResponseWriter: w, s: s, r: r, start: start, span: span}
 	rec.id = s.requestID(r)
 	h := w.Header()
 	h.Set("X-Request-Id", rec.id)
@@ -480,6 +515,7 @@ func (s *Server) authorize(rec *recorder, r *http.Request, scope Scope) bool {
 		}
 	}
 	if scope != "" && !id.Has(scope) {
+		s.auditAuthFailure(rec, r, id.Name, CodePermissionDenied, "missing scope "+string(scope))
 		writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied,
 			"the token %q lacks the scope %q this route needs", id.Name, scope))
 		return false
@@ -510,6 +546,8 @@ func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
 		msg = "invalid credentials"
 		s.failures.take(ip, now)
 	}
+	reason, _, _ := strings.Cut(msg, ":")
+	s.auditAuthFailure(rec, r, "", CodeUnauthenticated, reason)
 	rec.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
 	writeError(rec, errorf(http.StatusUnauthorized, CodeUnauthenticated, "%s", msg))
 	return Identity{}, false
@@ -571,6 +609,7 @@ func (s *Server) finish(rec *recorder) {
 	}
 	d := time.Since(rec.start)
 	s.metrics.observe(route, status, d)
+	endSpan(rec, route, status)
 	ctx := rec.r.Context()
 	if s.log.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{
@@ -646,6 +685,7 @@ type recorder struct {
 	routed   bool // a route (or the server itself) owns the response
 	identity Identity
 	authed   bool
+	span     trace.Span // the request's server span
 
 	status      int
 	wroteHeader bool

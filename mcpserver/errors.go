@@ -114,14 +114,7 @@ func trimPrefix(err error) string {
 // the record, so a model can act on it; its structured content is the
 // record, which validates against the tool's output schema.
 func delegationFailure(rec delegation.Record, out any) *mcp.CallToolResult {
-	code := rec.Code
-	if code == "" {
-		code = string(rec.Status)
-	}
-	msg := strings.TrimSpace(rec.Error)
-	if msg == "" {
-		msg = "the delegation ended " + string(rec.Status)
-	}
+	code, msg := rec.Failure()
 	b, _ := json.Marshal(out)
 	text := fmt.Sprintf("%s: delegation %s to %q %s: %s\n%s", code, rec.ID, rec.TargetAgent, rec.Status, msg, b)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}

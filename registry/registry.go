@@ -43,6 +43,18 @@ const DefaultSweepInterval = 5 * time.Second
 // validates records, keeps an in-memory view for reads, expires agents whose
 // TTL lapsed and tells subscribers about every committed change.
 //
+// Over a [WatchableStore] (a store shared by several replicas) the
+// registry also follows the store: changes committed by other processes,
+// and records the store expired itself, are applied to the view and
+// delivered to subscribers like its own (as EventPut, EventHeartbeat when
+// only LastSeen changed, or EventDelete, with Expired set when the removed
+// agent was stale), shortly after they commit. Its own writes are applied
+// at once, as with any store; changes are ordered by store revision, so a
+// watched change never overwrites a newer write of this registry, and the
+// echo of its own writes is not delivered twice. Checks that span agents
+// (at most one default agent, a file agent's name) are atomic within one
+// registry only: two replicas can race.
+//
 // A Registry is safe for concurrent use. Writes to different agents proceed
 // in parallel (so a batching store can group their commits); writes to the
 // same agent are serialised. Every read path returns records without the
@@ -71,6 +83,14 @@ type Registry struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	// Following a WatchableStore (watch.go); watched is nil for other
+	// stores. revs and tombs are guarded by mu.
+	watched   WatchableStore
+	revs      map[string]int64 // store revision of each agent in the view
+	tombs     map[string]int64 // revision of each deletion the watch has not yet passed
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 type queuedEvent struct {
@@ -85,7 +105,9 @@ type subscriber struct {
 
 // New loads every agent from store and returns a registry over it. Unless
 // opts.SweepInterval is negative, it starts a sweeper goroutine that
-// [Registry.Close] stops.
+// [Registry.Close] stops. When store is a [WatchableStore], it also starts
+// a goroutine following the store's changes (see [Registry]), which Close
+// stops too.
 func New(ctx context.Context, store Store, opts *Options) (*Registry, error) {
 	if store == nil {
 		return nil, errors.New("registry: nil Store")
@@ -126,12 +148,15 @@ func New(ctx context.Context, store Store, opts *Options) (*Registry, error) {
 		r.stop, r.done = make(chan struct{}), make(chan struct{})
 		go r.sweepLoop(o.SweepInterval)
 	}
+	if ws, ok := store.(WatchableStore); ok {
+		r.follow(ws)
+	}
 	return r, nil
 }
 
-// Close stops the sweeper and makes every later call fail with [ErrClosed].
-// It does not close the store. Close is idempotent and safe for concurrent
-// use.
+// Close stops the sweeper (and the store watch) and makes every later call
+// fail with [ErrClosed]. It does not close the store. Close is idempotent
+// and safe for concurrent use.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -143,6 +168,10 @@ func (r *Registry) Close() error {
 	if r.stop != nil {
 		close(r.stop)
 		<-r.done
+	}
+	if r.stopWatch != nil {
+		r.stopWatch()
+		<-r.watchDone
 	}
 	return nil
 }
@@ -452,7 +481,12 @@ func (r *Registry) update(ctx context.Context, name string, fn func(cur *Agent) 
 	if closed {
 		return ErrClosed
 	}
-	err := r.store.UpdateAgent(ctx, name, fn)
+	var err error
+	if r.watched != nil {
+		err = r.updateWatched(ctx, name, fn)
+	} else {
+		err = r.store.UpdateAgent(ctx, name, fn)
+	}
 	if err == nil || isOwnError(err) {
 		return err
 	}

@@ -33,3 +33,65 @@ type Store interface {
 	// When UpdateAgent returns nil, the write is durable.
 	UpdateAgent(ctx context.Context, name string, fn func(cur *Agent) (*Agent, error)) error
 }
+
+// WatchableStore is an optional interface of a [Store] whose records can
+// change without this process writing them: a store shared by several
+// mesh replicas (store/etcdstore), where other replicas register, update
+// and remove agents, and where records can expire by themselves (etcd
+// leases). A [Registry] over a WatchableStore follows it — see
+// [Registry] — so that its view, its events and everything that
+// subscribes to them (the discovery index, the classifiers) stay current
+// with the changes made elsewhere. Stores used by one process only
+// (store/memstore, store/boltstore) do not implement it.
+//
+// Changes are ordered by a store revision: a number that grows with every
+// commit to the store, across all agents (etcd's revision).
+type WatchableStore interface {
+	Store
+
+	// UpdateAgentRevision is [Store.UpdateAgent] that also returns the
+	// revision of the commit it made: 0 when it wrote nothing (fn
+	// deleted a missing record) or failed. The registry orders its own
+	// writes against the changes it watches with it.
+	UpdateAgentRevision(ctx context.Context, name string, fn func(cur *Agent) (*Agent, error)) (int64, error)
+
+	// WatchAgents reports the stored agents, and then every change to
+	// them, to fn until ctx is done. Its first report is a snapshot
+	// (AgentChanges.Reset); every later one holds changes committed after
+	// the previous report, in revision order. When the store cannot
+	// continue the stream where it left off (the revisions it needs were
+	// compacted away, or the connection broke), it reports a new snapshot
+	// and goes on from there, so a follower never misses a change for
+	// long. fn is called from WatchAgents's goroutine, one report at a
+	// time; a slow fn delays the stream, not the store's writers.
+	//
+	// WatchAgents retries failures (an unreachable store, say) itself,
+	// and returns only once ctx is done (ctx's error) or the store is
+	// closed (an error).
+	WatchAgents(ctx context.Context, fn func(AgentChanges)) error
+}
+
+// AgentChanges is one report of [WatchableStore.WatchAgents].
+type AgentChanges struct {
+	// Reset is true when Changes is a snapshot: every stored agent at
+	// Revision, one put each, in name order. An agent the reader knows of
+	// that is missing from it was deleted (at a revision ≤ Revision).
+	Reset bool
+	// Revision is the store revision the report brings the reader to:
+	// every change up to it has been reported.
+	Revision int64
+	// Changes are the changes, in revision order.
+	Changes []AgentChange
+}
+
+// AgentChange is a change to one stored agent.
+type AgentChange struct {
+	// Name is the agent's name (its key).
+	Name string
+	// Agent is the stored record after the change, token included; nil
+	// when the change deleted it.
+	Agent *Agent
+	// Revision is the store revision of the commit that made the change
+	// (in a snapshot, of the commit that last wrote the record).
+	Revision int64
+}

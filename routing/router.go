@@ -13,8 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
 )
@@ -120,6 +123,24 @@ type RouterOptions struct {
 	// and hash — never its text), and session bookkeeping failures that do
 	// not fail the request at Warn. Nil means discard.
 	Logger *slog.Logger
+
+	// OnDecision, if set, is called once for every request that passed
+	// validation, as Handle returns, for metrics and audit: with the
+	// response, or with Handle's error and a Response holding only the
+	// request id and what was decided before the failure (Decision empty
+	// when nothing was). ctx is the request's. It runs on the caller's
+	// goroutine without any lock held, so it must be quick and safe for
+	// concurrent use. Nil means none.
+	OnDecision func(ctx context.Context, resp Response, err error)
+
+	// TracerProvider creates the spans of routed requests (SPEC 11):
+	// "routing.route" for each Handle call and, under it,
+	// "routing.classify", "routing.gate" and "routing.dispatch" (whose
+	// children are the dispatcher's, such as the delegation spans), with
+	// the decision, reason, agents, confidence and the input's length —
+	// never its text. Nil means the global provider
+	// (otel.GetTracerProvider), a no-op unless the host installs one.
+	TracerProvider trace.TracerProvider
 }
 
 // Router is the routing orchestrator of SPEC 5.1: session bypass,
@@ -139,6 +160,8 @@ type Router struct {
 	retryAfter time.Duration
 	now        func() time.Time
 	log        *slog.Logger
+	onDecision func(context.Context, Response, error)
+	tracer     trace.Tracer
 
 	mu     sync.RWMutex
 	agents map[string]registry.Agent // redacted
@@ -175,6 +198,8 @@ func New(classifier Classifier, dir Directory, dispatcher Dispatcher, sessions *
 		retryAfter: o.RetryAfter,
 		now:        o.Now,
 		log:        o.Logger,
+		onDecision: o.OnDecision,
+		tracer:     tracing.Tracer(o.TracerProvider, tracerName),
 		agents:     make(map[string]registry.Agent),
 	}
 	if r.retryAfter <= 0 {
@@ -384,17 +409,25 @@ type turn struct {
 // Anonymous users cannot have a pending clarification: they get the
 // question, and their next message is classified on its own.
 func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err error) {
+	ctx, span := r.tracer.Start(ctx, spanRoute)
+	var t *turn
+	defer func() { endRoute(span, t, &resp, err) }()
 	if err := req.validate(); err != nil {
 		return Response{}, err
 	}
-	t := &turn{req: req, id: req.RequestID, user: req.identity(), start: r.now(), text: req.Input}
+	t = &turn{req: req, id: req.RequestID, user: req.identity(), start: r.now(), text: req.Input}
 	if t.id == "" {
 		t.id = newRequestID()
 	}
 	if r.sessions == nil {
 		t.user = ""
 	}
-	defer func() { r.logDecision(t, resp, err) }()
+	defer func() {
+		r.logDecision(t, resp, err)
+		if r.onDecision != nil {
+			r.onDecision(ctx, decided(t, resp, err), err)
+		}
+	}()
 
 	// Step 2: pending clarification or session bypass.
 	var pending *session.Clarification
@@ -458,7 +491,9 @@ func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err er
 
 // decide classifies t.text and runs the gate, setting t.cls and t.dec.
 func (r *Router) decide(ctx context.Context, t *turn) error {
-	cls, err := r.classifier.Classify(ctx, t.text)
+	cctx, span := r.startClassify(ctx, t.text)
+	cls, err := r.classifier.Classify(cctx, t.text)
+	endClassify(span, &cls, err)
 	def := r.defaultAgent()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -492,7 +527,7 @@ func (r *Router) decide(ctx context.Context, t *turn) error {
 	if a, ok := r.agent(cls.AgentID); ok && !a.StaleAt(r.now()) {
 		in.Agent = &a
 	}
-	t.dec, err = Gate(in)
+	t.dec, err = r.gate(ctx, in)
 	if t.resolved && t.dec.Action == ActionFallback {
 		t.dec.Reason = ReasonClarificationUnresolved
 		t.dec.Detail = "Still unclear after clarification: " + t.dec.Detail
@@ -545,6 +580,15 @@ func (r *Router) reply(t *turn, sid string) Response {
 		DurationMs: r.now().Sub(t.start).Milliseconds(),
 		Routing:    RoutingInfo{Action: t.dec.Action, Reason: t.dec.Detail},
 	}
+}
+
+// decided is what OnDecision gets: resp, or for a failed request what was
+// decided before it failed.
+func decided(t *turn, resp Response, err error) Response {
+	if err == nil {
+		return resp
+	}
+	return Response{RequestID: t.id, Decision: t.dec.Action, Reason: t.dec.Reason, AgentID: t.dec.Agent, Confidence: t.cls.Confidence}
 }
 
 // logDecision logs the outcome of a request at Debug level, without the

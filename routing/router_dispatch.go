@@ -61,8 +61,10 @@ type failure struct {
 
 // dispatch sends the message to t.dec.Agent, falling back to the default
 // agent once, and keeps the session (steps 6 and 7 of SPEC 5.1).
-func (r *Router) dispatch(ctx context.Context, t *turn) (Response, error) {
+func (r *Router) dispatch(ctx context.Context, t *turn) (resp Response, err error) {
 	target := t.dec.Agent
+	ctx, span := r.startDispatch(ctx, t)
+	defer func() { endDispatch(span, target, &resp, err) }()
 	var (
 		sid   string
 		trn   = r.turnFor(t)
@@ -125,7 +127,7 @@ func (r *Router) dispatch(ctx context.Context, t *turn) (Response, error) {
 	if sid != "" && t.user != "" {
 		r.record(bg, t, sid, agent, answered, content, complete, state)
 	}
-	resp := r.reply(t, sid)
+	resp = r.reply(t, sid)
 	resp.AgentID = answered
 	resp.Response = content
 	resp.WorkflowComplete = complete

@@ -47,14 +47,14 @@ import (
 //   - boltstore: fn runs inside the one write transaction that reads and
 //     writes the sessions bucket, its expiry index and the
 //     sessions_by_user slot; bbolt has a single writer.
-//   - etcd (planned): the user key /sessions/by_user/<user> holds the
+//   - store/etcdstore: the key <prefix>sessions/by_user/<user> holds the
 //     slot. UpdateActiveSession reads the user key and the session it
 //     names, runs fn, and commits with one transaction comparing both
 //     keys' mod revisions (and the new session key's create revision = 0),
 //     putting the records and the slot; on a failed comparison it reads
-//     again and reruns fn. Session keys carry a lease ending at ExpiresAt,
-//     so expired sessions vanish by themselves and leave dangling slots,
-//     which count as free.
+//     again and reruns fn. A session's keys, its slot included, share a
+//     lease ending a grace period (1 h) after ExpiresAt, so sessions that
+//     no one sweeps vanish by themselves, slot and all.
 type Store interface {
 	// GetSession returns the session with the given id, whatever its
 	// status or expiry, or an error wrapping [ErrNotFound].
@@ -104,4 +104,13 @@ type Store interface {
 	// returns how many it deleted. A store may delete in several
 	// transactions; on an error it returns the number deleted so far.
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error)
+}
+
+// ActiveCounter is an optional interface of a [Store]: the number of
+// active sessions (occupied user slots), for the agentmesh_sessions_active
+// metric. An active session whose ExpiresAt has passed counts until the
+// sweep deletes it. It should be cheap — a count, not a scan of the
+// records — as a metrics scrape calls it.
+type ActiveCounter interface {
+	CountActiveSessions(ctx context.Context) (int, error)
 }

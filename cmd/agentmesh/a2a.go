@@ -17,7 +17,7 @@ import (
 // discover and read tasks, delegate to delegate and cancel). Tasks belong
 // to the token that created them.
 func mountA2A(srv *httpserver.Server, m *mesh, log *slog.Logger) error {
-	h, err := a2aserver.New(m.engine, m.delegation, &a2aserver.Options{
+	h, err := a2aserver.New(m.searcher(), m.delegator(), &a2aserver.Options{
 		Logger: log,
 		Authorize: func(ctx context.Context, op string) error {
 			id, ok := httpserver.IdentityFrom(ctx)
@@ -26,6 +26,7 @@ func mountA2A(srv *httpserver.Server, m *mesh, log *slog.Logger) error {
 			}
 			scope := httpserver.Scope(a2aserver.RequiredScope(op))
 			if scope != "" && !id.Has(scope) {
+				m.obs.toolRefused(ctx, "a2a "+op, scope)
 				return fmt.Errorf("token %q lacks the %s scope", id.Name, scope)
 			}
 			return nil

@@ -17,7 +17,8 @@ import (
 // HTTP server's authentication; each tool call needs the scope of its tool.
 // Browsers from the CORS origins may call it cross-origin.
 func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
-	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{
+	reg := auditedRegistry{Registry: m.reg, obs: m.obs}
+	server, err := mcpserver.New(reg, m.searcher(), m.delegator(), &mcpserver.Options{
 		Logger: log,
 		Router: m.mcpRouter(),
 		// Sessions created over /mcp belong to the calling token, as
@@ -33,6 +34,7 @@ func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logge
 			}
 			scope := httpserver.Scope(mcpserver.RequiredScope(req.Params.Name))
 			if scope != "" && !id.Has(scope) {
+				m.obs.toolRefused(ctx, "mcp "+req.Params.Name, scope)
 				return fmt.Errorf("token %q lacks the %s scope", id.Name, scope)
 			}
 			return nil
@@ -86,6 +88,12 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	}
 	cfg.allowHosts = splitList(allowHosts)
 	cfg.log = log
+	stopTracing, err := setupTracing(ctx, env, log)
+	if err != nil {
+		log.Error("agentmesh: cannot start", "err", err)
+		return 1
+	}
+	defer stopTracing()
 	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
@@ -17,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
+	"github.com/agentmesh/agentmesh/store/etcdstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
@@ -33,6 +36,7 @@ type store interface {
 var (
 	_ store = (*boltstore.Store)(nil)
 	_ store = (*memstore.Store)(nil)
+	_ store = (*etcdstore.Store)(nil)
 )
 
 // meshConfig is the configuration shared by `serve` and the stdio MCP
@@ -51,6 +55,14 @@ type meshConfig struct {
 	// every registry change, which a discovery-only mesh of thousands of
 	// API-registered agents should not pay for.
 	withRouting bool
+	// metrics is where the metrics of SPEC 11 are registered (`serve`);
+	// nil means none (the stdio MCP server).
+	metrics *prometheus.Registry
+	// audit keeps the audit log of SPEC 11 in the store (`serve`).
+	audit bool
+	// etcdEndpoints are the etcd client URLs of --store etcd,
+	// comma-separated (--etcd-endpoints).
+	etcdEndpoints string
 }
 
 // routingConfig configures the routing orchestrator (SPEC 5, 8).
@@ -114,9 +126,13 @@ type mesh struct {
 	llm      *routing.LLM
 	stopLLM  func()
 	router   *routing.Router
+
+	obs *observer // metrics and audit log (observe.go)
 }
 
-func openStore(kind, db string, log *slog.Logger) (store, error) {
+// openStore opens the store backend cfg names.
+func openStore(ctx context.Context, cfg meshConfig) (store, error) {
+	kind, db, log := cfg.store, cfg.db, cfg.log
 	switch kind {
 	case "", "bolt":
 		path, err := dbPath(db)
@@ -133,7 +149,16 @@ func openStore(kind, db string, log *slog.Logger) (store, error) {
 		log.Warn("memory store: nothing is persisted")
 		return memstore.New(), nil
 	case "etcd":
-		return nil, errors.New("--store etcd is not available in this build yet; use bolt or memory")
+		endpoints := splitList(cfg.etcdEndpoints)
+		if len(endpoints) == 0 {
+			return nil, errors.New("--store etcd needs --etcd-endpoints (MESH_ETCD_ENDPOINTS)")
+		}
+		s, err := etcdstore.Open(ctx, &etcdstore.Options{Endpoints: endpoints, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		log.Info("store opened", "store", "etcd", "endpoints", endpoints, "prefix", etcdstore.DefaultPrefix)
+		return s, nil
 	default:
 		return nil, fmt.Errorf("--store %q: must be bolt, memory or etcd", kind)
 	}
@@ -160,11 +185,11 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
 	}
-	st, err := openStore(cfg.store, cfg.db, cfg.log)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	m = &mesh{store: st, policy: policy}
+	m = &mesh{store: st, policy: policy, obs: &observer{log: cfg.log}}
 	// "return nil, err" sets m to nil before deferred calls run: close
 	// what was built through its own variable.
 	built := m
@@ -178,20 +203,32 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m.breakers = breaker.NewSet(st, &breaker.Options{Logger: cfg.log})
+	m.breakers = breaker.NewSet(st, &breaker.Options{Logger: cfg.log, OnStateChange: m.obs.breakerChanged})
 	if err := m.breakers.Restore(ctx); err != nil {
 		cfg.log.Warn("some breaker states could not be restored", "err", err)
+	}
+	if err := m.obs.start(cfg.metrics, cfg.audit, st, m.reg, m.breakers); err != nil {
+		return nil, err
 	}
 	m.engine = discovery.New(&discovery.Options{
 		Available: func(name string) bool { return m.breakers.Lookup(name).State() != breaker.StateOpen },
 	})
 	m.stopIndex = m.engine.Follow(m.reg)
 	m.delegation, err = delegation.New(ctx, m.reg, st, &delegation.Options{
+		OnRecord:  m.obs.delegationRecorded,
 		Discovery: m.engine,
 		Breakers:  m.breakers,
 		Policy:    policy,
 		PublicURL: cfg.publicURL,
 		Logger:    cfg.log,
+		// Recovery (records found running at start become failed with
+		// code interrupted) assumes one process per store. Replicas share
+		// an etcd store: one replica's restart must not fail the
+		// delegations the others are running. The cost: a record left
+		// running by a replica that died stays running, until records
+		// carry an owner (docs/DEPLOYMENT.md). Accepted (async) records
+		// still time out: every replica enforces their deadlines.
+		SkipRecovery: cfg.store == "etcd",
 	})
 	if err != nil {
 		return nil, err
@@ -245,7 +282,8 @@ func (m *mesh) openRouting(cfg meshConfig) error {
 		m.stopLLM = m.llm.Follow(m.reg)
 		cls = m.llm
 	}
-	m.router, err = routing.New(cls, m.reg, m.delegation, m.sessions, &routing.RouterOptions{
+	m.router, err = routing.New(cls, m.reg, m.delegator(), m.sessions, &routing.RouterOptions{
+		OnDecision:           m.obs.routed,
 		DisableClarification: !rc.clarification,
 		Breakers:             m.breakers,
 		Logger:               cfg.log,
@@ -292,6 +330,7 @@ func (m *mesh) close(ctx context.Context) error {
 	if m.reg != nil {
 		errs = append(errs, m.reg.Close())
 	}
+	m.obs.close() // the audit log's last entries, before the store closes
 	errs = append(errs, m.store.Close())
 	return errors.Join(errs...)
 }

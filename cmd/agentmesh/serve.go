@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
@@ -44,7 +47,6 @@ type serveConfig struct {
 	logLevel        string
 	logFormat       string
 	agentsDir       string
-	etcdEndpoints   string
 }
 
 func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
@@ -53,7 +55,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.Int(&cfg.port, "port", "MESH_PORT", 0, "listen port (replaces the port of --addr when set)")
 	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
 	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
-	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd endpoints, comma-separated (with --store etcd)")
+	f.String(&cfg.mesh.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
 	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (one agent per *.yaml file); reloaded on change, SIGHUP and POST /v1/admin/reload")
 	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", false, "allow agent endpoints on loopback and private networks")
 	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
@@ -113,6 +115,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		fmt.Fprintf(stderr, "agentmesh: no MESH_TOKEN or --tokens-file given; generated a token for this run (shown once):\n\n    %s\n\n", meshToken)
 	}
 
+	stopTracing, err := setupTracing(ctx, env, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the shutdown too
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -123,6 +130,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		cfg.mesh.publicURL = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	cfg.mesh.log = log
+	// One registry for the HTTP metrics and the mesh's (SPEC 11), with
+	// the Go runtime and process collectors; the audit log in the store.
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.mesh.metrics, cfg.mesh.audit = promReg, true
 	cfg.mesh.withRouting = cfg.agentsDir != "" // SPEC 2.2: routing is enabled by --agents
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	m, err := openMesh(ctx, cfg.mesh)
@@ -169,6 +181,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		PublicURL:      cfg.mesh.publicURL,
 		Logger:         log,
 		NoMetricsRoute: cfg.metricsAddr != "",
+		Metrics:        promReg,
+		Audit:          m.obs.auditLog(),
 		StorePing:      httpserver.PingStore(m.store),
 		Breakers:       m.breakers,
 		Reload:         reload,
@@ -187,7 +201,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	if m.router != nil { // a nil *routing.Router must not become a non-nil interface
 		opts.Router, opts.Sessions = m.router, m.sessions
 	}
-	srv, err = httpserver.New(m.reg, m.engine, m.delegation, opts)
+	srv, err = httpserver.New(m.reg, m.searcher(), m.delegator(), opts)
 	if err != nil {
 		m.close(context.Background())
 		return err
@@ -241,7 +255,9 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-hup:
-			if _, err := reload(ctx); err != nil {
+			_, err := reload(ctx)
+			m.obs.reloaded("signal", err)
+			if err != nil {
 				log.Error("reload failed; the previous agents and tokens stay in service", "err", err)
 			} else {
 				log.Info("reloaded")

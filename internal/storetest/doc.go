@@ -13,8 +13,9 @@
 //
 // There is one file and one Test… function per interface:
 // [TestAgentStore] for [registry.Store], [TestDelegationStore] for
-// [delegation.Store], [TestBreakerStore] for [breaker.Store] and
-// [TestSessionStore] for [session.Store]. Each case runs as a subtest named
+// [delegation.Store], [TestBreakerStore] for [breaker.Store],
+// [TestSessionStore] for [session.Store] (and its optional
+// [session.ActiveCounter]) and [TestAuditStore] for [audit.Store]. Each case runs as a subtest named
 // after the rule it checks, against a fresh store from the factory, so a
 // failure names the broken rule. The suite's own tests run it against
 // stores with planted bugs and check that the guarding case fails.

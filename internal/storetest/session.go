@@ -28,7 +28,8 @@ import (
 // free the user's slot, writes that would break an invariant fail with
 // [session.ErrConflict] and write nothing. The store must not look at the
 // clock: an active session whose ExpiresAt has passed is still in its
-// user's slot until the sweep deletes it.
+// user's slot until the sweep deletes it. A store that implements the
+// optional [session.ActiveCounter] must count exactly the occupied slots.
 func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts *Options) {
 	errClosed := opts.errClosed()
 	cases := []suiteCase[session.Store]{
@@ -48,6 +49,7 @@ func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts 
 		{"SweepMany", testSessionSweepMany},
 		{"ChurnKeepsOneActivePerUser", testSessionChurn},
 		{"ReturnsCopies", testSessionCopies},
+		{"CountsActiveSessions", testSessionCount},
 		{"DoneContextFails", testSessionDoneContext},
 		{"CallsAfterCloseFail", func(t *testing.T, s session.Store) { testSessionClose(t, s, errClosed) }},
 	}
@@ -922,4 +924,35 @@ func testSessionClose(t *testing.T, s session.Store, errClosed error) {
 	}))
 	_, err = s.DeleteExpiredSessions(t.Context(), sessionBase)
 	check("DeleteExpiredSessions", err)
+}
+
+func testSessionCount(t *testing.T, s session.Store) {
+	c, ok := s.(session.ActiveCounter)
+	if !ok {
+		t.Skip("the store does not implement session.ActiveCounter")
+	}
+	count := func() int {
+		t.Helper()
+		n, err := c.CountActiveSessions(t.Context())
+		require.NoError(t, err)
+		return n
+	}
+	assert.Zero(t, count(), "an empty store")
+	a := activeSession("u1", sessionBase.Add(time.Hour))
+	b := activeSession("u2", sessionBase.Add(-time.Hour)) // expired, not yet swept
+	d := activeSession("u3", sessionBase.Add(time.Hour))
+	for _, sess := range []session.Session{a, b, d} {
+		createSession(t, s, sess)
+	}
+	assert.Equal(t, 3, count(), "an expired active session counts until the sweep")
+	closeSession(t, s, d.ID, session.StatusCompleted)
+	assert.Equal(t, 2, count(), "a closed session does not count")
+	_, err := s.DeleteExpiredSessions(t.Context(), sessionBase)
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(), "a swept session does not count")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = c.CountActiveSessions(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
 }

@@ -37,6 +37,7 @@ func TestSessionSuiteCatchesBrokenStores(t *testing.T) {
 		"plain-not-found":    "GetMissingIsNotFound",
 		"ignores-context":    "DoneContextFails",
 		"close-ignored":      "CallsAfterCloseFail",
+		"count-all":          "CountsActiveSessions",
 	}
 	checkSuiteCatchesBugs(t, child, bugs, true)
 }
@@ -241,6 +242,26 @@ func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time
 			delete(s.active, v.UserID)
 		}
 		n++
+	}
+	return n, nil
+}
+
+// CountActiveSessions makes brokenSessionStore a session.ActiveCounter;
+// with the bug "count-all" it counts every stored session.
+func (s *brokenSessionStore) CountActiveSessions(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	if s.bug == "count-all" {
+		return len(s.byID), nil
+	}
+	n := 0
+	for user, id := range s.active {
+		if v, ok := s.byID[id]; ok && v.Status == session.StatusActive && v.UserID == user {
+			n++
+		}
 	}
 	return n, nil
 }

@@ -3,7 +3,8 @@
 // the process the moment after (kill -9) — SPEC sections 2.1 and 9. A
 // [Store] implements [registry.Store] (agents), [delegation.Store]
 // (delegation records), [breaker.Store] (circuit breaker state) and
-// [session.Store] (routing sessions, one active per user).
+// [session.Store] (routing sessions, one active per user, with
+// [session.ActiveCounter]) and [audit.Store] (the audit log).
 //
 // [Open] creates or opens the file and returns a [Store]; [Store.Close]
 // releases it. Agent records are stored as the JSON of [registry.Agent],
@@ -30,7 +31,11 @@
 // can be added without a new version: Open creates the missing ones.
 //
 // agents maps a name to its record; breakers maps a breaker name to its
-// snapshot. delegations holds five nested buckets and a record count:
+// snapshot; audit holds the audit log: a nested bucket entries (entry ID →
+// JSON of [audit.Entry]; IDs start with the entry's time, so the bucket is
+// in time order and listings and prunes walk it from one end) and the
+// entry count. Files written before the audit log have an empty audit
+// bucket; Open adds the nested bucket, with no schema change. delegations holds five nested buckets and a record count:
 //
 //	records      id                             → header · JSON record
 //	by_created   created · id                   → (empty)

@@ -68,6 +68,7 @@ func currentSchema() schema {
 		nested: map[string][][]byte{
 			string(bucketDelegations): delegationBucketNames,
 			string(bucketSessions):    sessionBucketNames,
+			string(bucketAudit):       auditBucketNames,
 		},
 		// Version 1 is the first: nothing to migrate from yet. A change of
 		// layout adds an entry here and bumps SchemaVersion.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -471,4 +472,47 @@ func TestOpenCreatesMissingBuckets(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, s.Close())
+}
+
+// TestOpenFileFromBeforeTheAuditLog opens a store written before the audit
+// log existed — its audit bucket empty, without the nested entries bucket —
+// and checks that it opens at the same schema version, keeps its records,
+// and then keeps an audit log.
+func TestOpenFileFromBeforeTheAuditLog(t *testing.T) {
+	path := writeFile(t, populated(t, 3))
+	db, err := bbolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket(bucketAudit); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(bucketAudit) // as version 1 created it: empty
+		return err
+	}))
+	require.NoError(t, db.Close())
+
+	s, err := Open(path, nil)
+	require.NoError(t, err)
+	agents, err := s.ListAgents(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, agents, 3)
+	got, err := s.ListAudit(t.Context(), audit.Query{})
+	require.NoError(t, err)
+	assert.Empty(t, got, "an old file has an empty audit log")
+	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	e := audit.Entry{ID: audit.NewID(at), Time: at, Actor: "ci", Action: audit.ActionReload, Outcome: audit.OutcomeSuccess}
+	require.NoError(t, s.AppendAudit(t.Context(), []audit.Entry{e}))
+	require.NoError(t, s.Close())
+
+	s, err = Open(path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	got, err = s.ListAudit(t.Context(), audit.Query{})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the entry survives a reopen")
+	assert.Equal(t, e.ID, got[0].ID)
+	require.NoError(t, s.db.View(func(tx *bbolt.Tx) error {
+		assert.Equal(t, strconv.Itoa(SchemaVersion), string(tx.Bucket(bucketMeta).Get(keySchemaVersion)), "no new schema version")
+		return nil
+	}))
 }

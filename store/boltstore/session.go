@@ -451,3 +451,27 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 		}
 	}
 }
+
+var _ session.ActiveCounter = (*Store)(nil)
+
+// CountActiveSessions implements [session.ActiveCounter]: the number of
+// occupied slots in sessions_by_user, counted from bbolt's page statistics
+// (no record is decoded).
+func (s *Store) CountActiveSessions(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.view(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketSessionsByUser)
+		if b == nil {
+			return fmt.Errorf("%w: no %q bucket", ErrCorrupt, bucketSessionsByUser)
+		}
+		n = b.Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("boltstore: count active sessions: %w", err)
+	}
+	return n, nil
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/storetest"
@@ -36,6 +37,12 @@ func TestDelegationStore(t *testing.T) {
 
 func TestBreakerStore(t *testing.T) {
 	storetest.TestBreakerStore(t, func(t *testing.T) breaker.Store {
+		return openTemp(t)
+	}, &storetest.Options{ErrClosed: ErrClosed})
+}
+
+func TestAuditStore(t *testing.T) {
+	storetest.TestAuditStore(t, func(t *testing.T) audit.Store {
 		return openTemp(t)
 	}, &storetest.Options{ErrClosed: ErrClosed})
 }

@@ -1,6 +1,6 @@
 // Package memstore is an in-memory implementation of [registry.Store],
-// [delegation.Store], [breaker.Store] and [session.Store] for tests, demos
-// and examples.
+// [delegation.Store], [breaker.Store], [session.Store] (with
+// [session.ActiveCounter]) and [audit.Store] for tests, demos and examples.
 // Nothing is persisted: the records live as long as the [Store] value.
 //
 // A [Store] keeps deep copies: records go in and come out cloned, so a

@@ -321,3 +321,25 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 	}
 	return n, nil
 }
+
+var _ session.ActiveCounter = (*Store)(nil)
+
+// CountActiveSessions implements [session.ActiveCounter]: the number of
+// users whose slot holds an active session.
+func (s *Store) CountActiveSessions(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, fmt.Errorf("memstore: count active sessions: %w", ErrClosed)
+	}
+	n := 0
+	for user := range s.sessions.active {
+		if s.activeLocked(user) != nil {
+			n++
+		}
+	}
+	return n, nil
+}

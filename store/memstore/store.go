@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -30,8 +31,9 @@ type Store struct {
 	delegations map[string]*record // by ID
 	order       []*record          // the delegations by CreatedAt, then ID
 	breakers    map[string]breaker.Snapshot
-	sessions    sessionTable // session.go
-	rev         uint64       // revision of the last write
+	sessions    sessionTable  // session.go
+	audit       []audit.Entry // audit.go: by ID
+	rev         uint64        // revision of the last write
 	closed      bool
 }
 
@@ -169,5 +171,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.agents, s.delegations, s.order, s.breakers = nil, nil, nil, nil
 	s.sessions = sessionTable{}
+	s.audit = nil
 	return nil
 }

@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"testing"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/storetest"
@@ -40,7 +41,20 @@ func TestBreakerStore(t *testing.T) {
 	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
 }
 
+func TestAuditStore(t *testing.T) {
+	storetest.TestAuditStore(t, func(t *testing.T) audit.Store {
+		s := memstore.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+}
+
 func TestZeroValueIsUsableForEveryStore(t *testing.T) {
+	t.Run("Audit", func(t *testing.T) {
+		storetest.TestAuditStore(t, func(t *testing.T) audit.Store {
+			return new(memstore.Store)
+		}, &storetest.Options{ErrClosed: memstore.ErrClosed})
+	})
 	t.Run("Delegation", func(t *testing.T) {
 		storetest.TestDelegationStore(t, func(t *testing.T) delegation.Store {
 			return new(memstore.Store)

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/etcdtest"
+)
+
+// TestE2EEtcdReplicas: two `serve` processes over one etcd (SPEC 9, an
+// embedded server here): an agent registered on one replica is found by
+// discovery on the other; unregistered there, it is gone from the first.
+// Both stop cleanly.
+func TestE2EEtcdReplicas(t *testing.T) {
+	t.Parallel()
+	srv, err := etcdtest.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close) // after the processes: cleanups run last first
+	spec := serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", strings.Join(srv.Endpoints, ",")}}
+	a, b := startServe(t, spec), startServe(t, spec)
+	a.stderr.wait(t, time.Second, "the etcd store", func(l string) bool {
+		return strings.Contains(l, `"msg":"store opened"`) && strings.Contains(l, `"store":"etcd"`)
+	})
+
+	r := a.client().do("POST", "/v1/agents", agentJSON("travel-agent", "https://travel.example.com/task", "flights", "hotels"))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r)
+
+	discovered := func(p *meshProc) bool {
+		r := p.client().do("GET", "/v1/discover?query=book+flights+and+hotels", nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r)
+		for _, res := range r.list(t) {
+			if res["agent"].(map[string]any)["name"] == "travel-agent" {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return discovered(b) }, 10*time.Second, 50*time.Millisecond,
+		"the other replica must discover the agent")
+	r = b.client().do("GET", "/v1/agents/travel-agent", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r)
+	assert.Equal(t, "api", r.obj(t)["source"])
+
+	r = b.client().do("DELETE", "/v1/agents/travel-agent", nil)
+	require.Less(t, r.status, 300, "%s", r)
+	require.Eventually(t, func() bool {
+		return a.client().do("GET", "/v1/agents/travel-agent", nil).status == http.StatusNotFound && !discovered(a)
+	}, 10*time.Second, 50*time.Millisecond, "the first replica must drop the agent unregistered on the other")
+
+	a.stop()
+	b.stop()
+}

@@ -1,0 +1,6 @@
+package etcdstore
+
+// SetAgentLease replaces the lease TTL, in seconds, of an agent with TTL
+// ttlSeconds (normally its removal horizon, 4 × TTL), so that tests can
+// wait for a lease to expire in a second. Call it before using s.
+func SetAgentLease(s *Store, seconds func(ttlSeconds int) int64) { s.agentLease = seconds }
