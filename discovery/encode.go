@@ -125,6 +125,15 @@ func appendJSONStrings(dst []byte, ss []string) []byte {
 	return append(dst, ']')
 }
 
+// jsonSafe holds the ASCII bytes json.Marshal writes as they are: all but
+// control characters, '"', '\\' and the HTML characters '<', '>', '&'.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s as a JSON string exactly as json.Marshal
 // writes it: HTML characters, control characters and U+2028/U+2029
 // escaped, invalid UTF-8 replaced by U+FFFD.
@@ -134,7 +143,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if jsonSafe[b] {
 				i++
 				continue
 			}
