@@ -19,6 +19,8 @@ const (
 	DefaultMaxEntries = 100_000
 	// DefaultMaxAge is how long entries are kept when Options.MaxAge is 0.
 	DefaultMaxAge = 30 * 24 * time.Hour
+	// DefaultFlushDelay is Options.FlushDelay when it is 0.
+	DefaultFlushDelay = 50 * time.Millisecond
 	// DefaultPruneInterval is how often the retention bounds are applied
 	// when Options.PruneInterval is 0.
 	DefaultPruneInterval = 10 * time.Minute
@@ -51,6 +53,15 @@ type Options struct {
 	// WriteTimeout bounds each store call of the writer. ≤ 0 means 10 s.
 	WriteTimeout time.Duration
 
+	// FlushDelay is how long the writer gathers entries after the first
+	// one before writing them in one store call, so a steady trickle of
+	// entries costs one durable commit per FlushDelay rather than one per
+	// entry (measured: auditing every registration otherwise cut HTTP
+	// registrations on bbolt by a quarter at concurrency 1). Flush, List
+	// and Close do not wait for it. 0 means DefaultFlushDelay (50 ms); a
+	// negative value writes at once.
+	FlushDelay time.Duration
+
 	// Now is the clock that stamps entries recorded without a Time. Nil
 	// means time.Now.
 	Now func() time.Time
@@ -76,6 +87,7 @@ type Recorder struct {
 	maxAge     time.Duration
 	pruneEvery time.Duration
 	timeout    time.Duration
+	delay      time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 
@@ -115,6 +127,7 @@ func NewRecorder(store Store, opts *Options) (*Recorder, error) {
 		maxAge:     positive(o.MaxAge, DefaultMaxAge),
 		pruneEvery: o.PruneInterval,
 		timeout:    positive(o.WriteTimeout, 10*time.Second),
+		delay:      o.FlushDelay,
 		now:        o.Now,
 		log:        o.Logger,
 		quit:       make(chan struct{}),
@@ -122,6 +135,9 @@ func NewRecorder(store Store, opts *Options) (*Recorder, error) {
 	}
 	if r.pruneEvery == 0 {
 		r.pruneEvery = DefaultPruneInterval
+	}
+	if r.delay == 0 {
+		r.delay = DefaultFlushDelay
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -278,7 +294,7 @@ func (r *Recorder) run() {
 	for {
 		select {
 		case it := <-r.queue:
-			batch = r.fill(append(batch[:0], it))
+			batch = r.gather(append(batch[:0], it))
 			r.write(batch)
 		case <-tick:
 			r.prune()
@@ -293,6 +309,30 @@ func (r *Recorder) run() {
 			}
 		}
 	}
+}
+
+// gather appends to batch the items queued within r.delay of its first,
+// up to maxBatch. A flush marker or Close ends the wait at once.
+func (r *Recorder) gather(batch []item) []item {
+	if r.delay <= 0 || batch[0].flushed != nil {
+		return r.fill(batch)
+	}
+	timer := time.NewTimer(r.delay)
+	defer timer.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case it := <-r.queue:
+			batch = append(batch, it)
+			if it.flushed != nil {
+				return r.fill(batch)
+			}
+		case <-timer.C:
+			return r.fill(batch)
+		case <-r.quit:
+			return batch // run drains the rest
+		}
+	}
+	return batch
 }
 
 // fill appends queued items to batch without waiting, up to maxBatch.

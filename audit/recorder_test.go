@@ -206,3 +206,51 @@ func TestNewIDOrder(t *testing.T) {
 		assert.Len(t, b, 32)
 	}
 }
+
+// counting is a store that counts AppendAudit calls.
+type counting struct {
+	*memstore.Store
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *counting) AppendAudit(ctx context.Context, es []audit.Entry) error {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.Store.AppendAudit(ctx, es)
+}
+
+func (c *counting) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// A trickle of entries is written in one store call per FlushDelay; List
+// does not wait for the delay.
+func TestRecorderGathersWithinFlushDelay(t *testing.T) {
+	s := &counting{Store: memstore.New()}
+	r := newRecorder(t, s, &audit.Options{FlushDelay: time.Hour, PruneInterval: -1})
+	for i := range 20 {
+		r.Record(audit.Entry{Action: audit.ActionAgentRegister, Target: fmt.Sprint("a", i), Outcome: audit.OutcomeSuccess})
+	}
+	start := time.Now()
+	got, err := r.List(t.Context(), audit.Query{})
+	require.NoError(t, err)
+	assert.Len(t, got, 20)
+	assert.Less(t, time.Since(start), time.Minute, "List ends the gathering")
+	assert.Equal(t, 1, s.count(), "one store call for the whole trickle")
+
+	short := &counting{Store: memstore.New()}
+	r2 := newRecorder(t, short, &audit.Options{FlushDelay: 20 * time.Millisecond, PruneInterval: -1})
+	r2.Record(audit.Entry{Action: audit.ActionReload, Outcome: audit.OutcomeSuccess})
+	require.Eventually(t, func() bool { return short.count() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"an entry is written once the delay passes, without a Flush")
+	r2.Record(audit.Entry{Action: audit.ActionReload, Outcome: audit.OutcomeSuccess})
+	require.NoError(t, r2.Close())
+	assert.Equal(t, 2, short.count(), "Close writes what is gathering")
+	got, err = short.ListAudit(t.Context(), audit.Query{Limit: 10})
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
