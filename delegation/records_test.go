@@ -431,3 +431,29 @@ func TestRecordFailure(t *testing.T) {
 		assert.Equal(t, tc.msg, msg)
 	}
 }
+
+func TestListFilterPageAndStatusSet(t *testing.T) {
+	limit, offset := delegation.ListFilter{}.Page()
+	assert.Equal(t, []int{delegation.DefaultListLimit, 0}, []int{limit, offset})
+	limit, offset = delegation.ListFilter{Limit: 10_000, Offset: -3}.Page()
+	assert.Equal(t, []int{delegation.MaxListLimit, 0}, []int{limit, offset})
+	limit, offset = delegation.ListFilter{Limit: 7, Offset: 2}.Page()
+	assert.Equal(t, []int{7, 2}, []int{limit, offset})
+
+	done, running, failed := delegation.StatusCompleted, delegation.StatusRunning, delegation.StatusFailed
+	for _, tc := range []struct {
+		f    delegation.ListFilter
+		want []delegation.Status
+		none bool
+	}{
+		{delegation.ListFilter{}, nil, false},
+		{delegation.ListFilter{Status: done}, []delegation.Status{done}, false},
+		{delegation.ListFilter{Statuses: []delegation.Status{running, done, running, failed}}, []delegation.Status{done, failed, running}, false},
+		{delegation.ListFilter{Status: done, Statuses: []delegation.Status{failed, done}}, []delegation.Status{done}, false},
+		{delegation.ListFilter{Status: done, Statuses: []delegation.Status{failed}}, nil, true},
+	} {
+		got, none := tc.f.StatusSet()
+		assert.Equal(t, tc.want, got, "%+v", tc.f)
+		assert.Equal(t, tc.none, none, "%+v", tc.f)
+	}
+}

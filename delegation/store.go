@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -53,6 +54,37 @@ type ListFilter struct {
 	Limit int
 	// Offset skips this many matching records.
 	Offset int
+}
+
+// Page returns the filter's limit and offset as a store applies them:
+// the limit defaulted to DefaultListLimit and capped at MaxListLimit, a
+// negative offset taken as 0.
+func (f ListFilter) Page() (limit, offset int) {
+	limit = f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	return min(limit, MaxListLimit), max(f.Offset, 0)
+}
+
+// StatusSet returns the statuses the filter keeps, sorted and without
+// duplicates: nil for every status, and none when no status can pass
+// (Status is not one of Statuses).
+func (f ListFilter) StatusSet() (statuses []Status, none bool) {
+	switch {
+	case f.Status != "" && len(f.Statuses) > 0:
+		if !slices.Contains(f.Statuses, f.Status) {
+			return nil, true
+		}
+		return []Status{f.Status}, false
+	case f.Status != "":
+		return []Status{f.Status}, false
+	case len(f.Statuses) > 0:
+		st := slices.Clone(f.Statuses)
+		slices.Sort(st)
+		return slices.Compact(st), false
+	}
+	return nil, false
 }
 
 // Page sizes of record listings (SPEC 4.4).

@@ -529,8 +529,8 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit, offset := pageOf(f)
-	statuses, none := statusSet(f)
+	limit, offset := f.Page()
+	statuses, none := f.StatusSet()
 	out := []delegation.Record{}
 	if none {
 		if s.db == nil || s.closed.Load() {
@@ -590,35 +590,6 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 		return nil, fmt.Errorf("boltstore: list delegations: %w", err)
 	}
 	return out, nil
-}
-
-// pageOf returns the limit and offset of f, defaulted and capped.
-func pageOf(f delegation.ListFilter) (limit, offset int) {
-	limit = f.Limit
-	if limit <= 0 {
-		limit = delegation.DefaultListLimit
-	}
-	return min(limit, delegation.MaxListLimit), max(f.Offset, 0)
-}
-
-// statusSet returns the statuses f keeps, without duplicates: nil for
-// every status, and none when no status can pass (Status is not one of
-// Statuses).
-func statusSet(f delegation.ListFilter) (statuses []delegation.Status, none bool) {
-	switch {
-	case f.Status != "" && len(f.Statuses) > 0:
-		if !slices.Contains(f.Statuses, f.Status) {
-			return nil, true
-		}
-		return []delegation.Status{f.Status}, false
-	case f.Status != "":
-		return []delegation.Status{f.Status}, false
-	case len(f.Statuses) > 0:
-		s := slices.Clone(f.Statuses)
-		slices.Sort(s)
-		return slices.Compact(s), false
-	}
-	return nil, false
 }
 
 // merger walks the keys under several prefixes of one index bucket in

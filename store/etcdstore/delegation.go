@@ -430,8 +430,8 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 		return nil, err
 	}
 	defer c.end()
-	limit, offset := pageOf(f)
-	statuses, none := statusSet(f)
+	limit, offset := f.Page()
+	statuses, none := f.StatusSet()
 	if none {
 		return []delegation.Record{}, nil
 	}
@@ -589,35 +589,6 @@ func (s *Store) mergeNext(ctx context.Context, scans []*scan, rev *int64) (*entr
 		from.buf = from.buf[1:]
 	}
 	return top, nil
-}
-
-// pageOf returns the limit and offset of f, defaulted and capped.
-func pageOf(f delegation.ListFilter) (limit, offset int) {
-	limit = f.Limit
-	if limit <= 0 {
-		limit = delegation.DefaultListLimit
-	}
-	return min(limit, delegation.MaxListLimit), max(f.Offset, 0)
-}
-
-// statusSet returns the statuses f keeps, without duplicates: nil for
-// every status, and none when no status can pass (Status is not one of
-// Statuses).
-func statusSet(f delegation.ListFilter) (statuses []delegation.Status, none bool) {
-	switch {
-	case f.Status != "" && len(f.Statuses) > 0:
-		if !slices.Contains(f.Statuses, f.Status) {
-			return nil, true
-		}
-		return []delegation.Status{f.Status}, false
-	case f.Status != "":
-		return []delegation.Status{f.Status}, false
-	case len(f.Statuses) > 0:
-		st := slices.Clone(f.Statuses)
-		slices.Sort(st)
-		return slices.Compact(st), false
-	}
-	return nil, false
 }
 
 // pruneChunk is the most records PruneDelegations deletes in one

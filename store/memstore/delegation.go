@@ -186,12 +186,7 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = delegation.DefaultListLimit
-	}
-	limit = min(limit, delegation.MaxListLimit)
-	offset := max(f.Offset, 0)
+	limit, offset := f.Page()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
