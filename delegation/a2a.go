@@ -610,7 +610,11 @@ func (rt *a2aRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		_ = resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(head))
 	} else {
-		resp.Body = &a2aLimitedBody{body: resp.Body, left: rt.maxBytes, rt: rt}
+		resp.Body = &limitedBody{
+			body: resp.Body, left: rt.maxBytes, tooLarge: errTooLarge,
+			onTooLarge: func() { rt.update(func(s *a2aExchange) { s.tooLarge = true }) },
+			onError:    func(err error) { rt.update(func(s *a2aExchange) { s.bodyErr = err }) },
+		}
 	}
 	rt.update(func(s *a2aExchange) {
 		s.status, s.retryAfter, s.head = resp.StatusCode, resp.Header.Get("Retry-After"), head
@@ -631,34 +635,3 @@ func (rt *a2aRoundTripper) snapshot() a2aExchange {
 	defer rt.mu.Unlock()
 	return rt.seen
 }
-
-// a2aLimitedBody is a response body that fails once more than left bytes
-// have been read, like http.MaxBytesReader, and reports to its round
-// tripper how reading ended.
-type a2aLimitedBody struct {
-	body io.ReadCloser
-	left int64
-	rt   *a2aRoundTripper
-}
-
-func (b *a2aLimitedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, errTooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.left {
-		n, b.left = int(b.left), -1
-		b.rt.update(func(s *a2aExchange) { s.tooLarge = true })
-		return n, errTooLarge
-	}
-	b.left -= int64(n)
-	if err != nil && err != io.EOF {
-		b.rt.update(func(s *a2aExchange) { s.bodyErr = err })
-	}
-	return n, err
-}
-
-func (b *a2aLimitedBody) Close() error { return b.body.Close() }

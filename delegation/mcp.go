@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -577,7 +576,10 @@ func (rt *mcpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	ex.noteResponse(resp, req.Header.Get("Mcp-Session-Id") != "")
-	resp.Body = &mcpLimitedBody{body: resp.Body, left: rt.maxBytes, ex: ex}
+	resp.Body = &limitedBody{
+		body: resp.Body, left: rt.maxBytes, tooLarge: errMCPResponseTooLarge,
+		onTooLarge: ex.noteTooLarge, onError: ex.noteBodyError,
+	}
 	return resp, nil
 }
 
@@ -585,36 +587,6 @@ func (rt *mcpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 // SDK does not keep it in the error chain, so the cap is also reported to
 // the call's mcpExchange.
 var errMCPResponseTooLarge = errors.New("delegation: mcp reply exceeds the size limit")
-
-// mcpLimitedBody is a response body that fails once more than left bytes
-// have been read, like http.MaxBytesReader.
-type mcpLimitedBody struct {
-	body io.ReadCloser
-	left int64
-	ex   *mcpExchange
-}
-
-func (b *mcpLimitedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, errMCPResponseTooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.left {
-		n, b.left = int(b.left), -1
-		b.ex.noteTooLarge()
-		return n, errMCPResponseTooLarge
-	}
-	b.left -= int64(n)
-	if err != nil && err != io.EOF {
-		b.ex.noteBodyError(err)
-	}
-	return n, err
-}
-
-func (b *mcpLimitedBody) Close() error { return b.body.Close() }
 
 // mcpExchangeKey is the context key of a call's *mcpExchange.
 type mcpExchangeKey struct{}

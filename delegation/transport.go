@@ -3,6 +3,7 @@ package delegation
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -107,3 +108,39 @@ func transportDefaults(hc *http.Client, logger *slog.Logger) (*http.Client, http
 	}
 	return hc, rt, logger
 }
+
+// limitedBody is a response body that fails with tooLarge once more than
+// left bytes have been read, like http.MaxBytesReader, and tells the
+// transport how reading ended: onTooLarge when the limit was passed,
+// onError for any other read error (both may be nil).
+type limitedBody struct {
+	body       io.ReadCloser
+	left       int64
+	tooLarge   error
+	onTooLarge func()
+	onError    func(error)
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.tooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.body.Read(p)
+	if int64(n) > b.left {
+		n, b.left = int(b.left), -1
+		if b.onTooLarge != nil {
+			b.onTooLarge()
+		}
+		return n, b.tooLarge
+	}
+	b.left -= int64(n)
+	if err != nil && err != io.EOF && b.onError != nil {
+		b.onError(err)
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.body.Close() }
