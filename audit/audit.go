@@ -113,6 +113,15 @@ type Query struct {
 	Limit int
 }
 
+// PageLimit returns q's page size as a store applies it: Limit, with
+// DefaultListLimit for ≤ 0 and capped at MaxListLimit.
+func (q Query) PageLimit() int {
+	if q.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return min(q.Limit, MaxListLimit)
+}
+
 // Page sizes of audit listings (GET /v1/audit).
 const (
 	DefaultListLimit = 100

@@ -256,10 +256,7 @@ func (r *Recorder) List(ctx context.Context, q Query) ([]Entry, error) {
 	if err := r.Flush(ctx); err != nil {
 		return nil, err
 	}
-	if q.Limit <= 0 {
-		q.Limit = DefaultListLimit
-	}
-	q.Limit = min(q.Limit, MaxListLimit)
+	q.Limit = q.PageLimit()
 	return r.store.ListAudit(ctx, q)
 }
 

@@ -254,3 +254,10 @@ func TestRecorderGathersWithinFlushDelay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
 }
+
+func TestQueryPageLimit(t *testing.T) {
+	assert.Equal(t, audit.DefaultListLimit, audit.Query{}.PageLimit())
+	assert.Equal(t, audit.DefaultListLimit, audit.Query{Limit: -5}.PageLimit())
+	assert.Equal(t, 7, audit.Query{Limit: 7}.PageLimit())
+	assert.Equal(t, audit.MaxListLimit, audit.Query{Limit: audit.MaxListLimit + 1}.PageLimit())
+}

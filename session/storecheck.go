@@ -1,6 +1,9 @@
 package session
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The two functions below are the write rules of the [Store] invariants,
 // shared by the store implementations (store/memstore, store/boltstore):
@@ -56,4 +59,25 @@ func CheckActiveUpdate(userID string, cur, upd, next *Session) error {
 		return fmt.Errorf("%w: the user already has an active session, which the update function did not close", ErrConflict)
 	}
 	return nil
+}
+
+// Stored is what a store keeps, during a write, of the version of a
+// session it read: the fields the write rules check and the ones its
+// indexes are keyed by. It is a copy taken before the update function
+// runs: that function must not change cur, but stores do not rely on it.
+type Stored struct {
+	ID, UserID string
+	Status     Status
+	ExpiresAt  time.Time
+}
+
+// StoredOf returns the Stored fields of s.
+func StoredOf(s *Session) Stored {
+	return Stored{ID: s.ID, UserID: s.UserID, Status: s.Status, ExpiresAt: s.ExpiresAt}
+}
+
+// Keys returns a Session holding the fields of s that [CheckUpdate] and
+// [CheckActiveUpdate] read.
+func (s Stored) Keys() *Session {
+	return &Session{ID: s.ID, UserID: s.UserID, Status: s.Status}
 }

@@ -61,23 +61,6 @@ func sessionBucketsOf(tx *bbolt.Tx) (sessionBuckets, error) {
 	return b, nil
 }
 
-// storedSession is what a write needs of the stored version of a session:
-// its keys and the invariants it is checked against.
-type storedSession struct {
-	id, user string
-	status   session.Status
-	expires  time.Time
-}
-
-func storedOf(s *session.Session) storedSession {
-	return storedSession{id: s.ID, user: s.UserID, status: s.Status, expires: s.ExpiresAt}
-}
-
-// keys returns the fields of s that [session.CheckUpdate] reads.
-func (s storedSession) keys() *session.Session {
-	return &session.Session{ID: s.id, UserID: s.user, Status: s.status}
-}
-
 // expiryKey is the key of session id in by_expiry.
 func expiryKey(expires time.Time, id string) []byte {
 	return append(appendTime(make([]byte, 0, timeKeyLen+len(id)), expires), id...)
@@ -119,11 +102,11 @@ func decodeSession(id, v []byte, s *session.Session) error {
 // put writes e, replacing the stored version old (nil for a new session):
 // the record, its expiry entry and the user's slot. Any error leaves the
 // transaction partly written.
-func (b sessionBuckets) put(e *encodedSession, old *storedSession) error {
+func (b sessionBuckets) put(e *encodedSession, old *session.Stored) error {
 	s := e.s
 	id := []byte(s.ID)
 	if old != nil {
-		if err := b.byExpiry.Delete(expiryKey(old.expires, old.id)); err != nil {
+		if err := b.byExpiry.Delete(expiryKey(old.ExpiresAt, old.ID)); err != nil {
 			return err
 		}
 	}
@@ -140,7 +123,7 @@ func (b sessionBuckets) put(e *encodedSession, old *storedSession) error {
 	switch {
 	case s.Status == session.StatusActive:
 		return b.byUser.Put(slotUser, id)
-	case old != nil && old.status == session.StatusActive && bytes.Equal(b.byUser.Get([]byte(s.UserID)), id):
+	case old != nil && old.Status == session.StatusActive && bytes.Equal(b.byUser.Get([]byte(s.UserID)), id):
 		return b.byUser.Delete([]byte(s.UserID))
 	}
 	return nil
@@ -269,7 +252,7 @@ func applySessionUpdate(tx *bbolt.Tx, op, id string, fn func(cur *session.Sessio
 	if err := decodeSession([]byte(id), v, &cur); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)
 	}
-	old := storedOf(&cur)
+	old := session.StoredOf(&cur)
 	next, err := callFn(fn, &cur, "update session", id)
 	if err != nil {
 		return err // fn's error unchanged
@@ -277,7 +260,7 @@ func applySessionUpdate(tx *bbolt.Tx, op, id string, fn func(cur *session.Sessio
 	if next == nil {
 		return nil
 	}
-	if err := session.CheckUpdate(old.keys(), next); err != nil {
+	if err := session.CheckUpdate(old.Keys(), next); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)
 	}
 	e, err := encodeSession(next)
@@ -329,9 +312,9 @@ func applyActiveUpdate(tx *bbolt.Tx, op, user string, fn func(cur *session.Sessi
 	if err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)
 	}
-	var old *storedSession
+	var old *session.Stored
 	if cur != nil {
-		o := storedOf(cur)
+		o := session.StoredOf(cur)
 		old = &o
 	}
 	upd, next, err := callActiveFn(fn, cur)
@@ -343,7 +326,7 @@ func applyActiveUpdate(tx *bbolt.Tx, op, user string, fn func(cur *session.Sessi
 	}
 	var oldKeys *session.Session
 	if old != nil {
-		oldKeys = old.keys()
+		oldKeys = old.Keys()
 	}
 	if err := session.CheckActiveUpdate(user, oldKeys, upd, next); err != nil {
 		return fmt.Errorf("boltstore: %s: %w", op, err)

@@ -83,11 +83,7 @@ func (s *Store) ListAudit(ctx context.Context, q audit.Query) ([]audit.Entry, er
 		return nil, err
 	}
 	defer c.end()
-	limit := q.Limit
-	if limit <= 0 {
-		limit = audit.DefaultListLimit
-	}
-	limit = min(limit, audit.MaxListLimit)
+	limit := q.PageLimit()
 	prefix := s.prefix + auditEntries
 	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
 	if q.Before != "" { // IDs below Before: keys above its key

@@ -41,24 +41,6 @@ const (
 	sessionByUser   = "sessions/by_user/"
 )
 
-// storedSession is what a write needs of the stored version of a session,
-// taken before the update function runs (fn must not change cur, but the
-// store does not rely on it).
-type storedSession struct {
-	id, user string
-	status   session.Status
-	expires  time.Time
-}
-
-func storedOf(s *session.Session) storedSession {
-	return storedSession{id: s.ID, user: s.UserID, status: s.Status, expires: s.ExpiresAt}
-}
-
-// keys returns the fields of s that [session.CheckUpdate] reads.
-func (s storedSession) keys() *session.Session {
-	return &session.Session{ID: s.id, UserID: s.user, Status: s.status}
-}
-
 func (s *Store) sessionKey(id string) string { return s.prefix + sessionRecords + id }
 func (s *Store) slotKey(user string) string  { return s.prefix + sessionByUser + user }
 
@@ -274,28 +256,28 @@ func (s *Store) updateSessionOnce(c *call, ls *leases, op, id string, fn func(cu
 	if err := decodeSession(id, kv.value, &cur); err != nil {
 		return true, err
 	}
-	old := storedOf(&cur)
+	old := session.StoredOf(&cur)
 	next, err := fn(&cur)
 	if err != nil || next == nil {
 		return true, err // fn's error unchanged
 	}
-	if err := session.CheckUpdate(old.keys(), next); err != nil {
+	if err := session.CheckUpdate(old.Keys(), next); err != nil {
 		return true, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
 	data, err := encodeSession(next)
 	if err != nil {
 		return true, fmt.Errorf("etcdstore: %s: %w", op, err)
 	}
-	lease, err := s.sessionLeaseFor(ls, "upd", kv, old.expires, next)
+	lease, err := s.sessionLeaseFor(ls, "upd", kv, old.ExpiresAt, next)
 	if err != nil {
 		return false, err
 	}
-	ops := s.putSession(next, data, lease, s.expiryKey(old.expires, id))
+	ops := s.putSession(next, data, lease, s.expiryKey(old.ExpiresAt, id))
 	switch {
 	case next.Status == session.StatusActive: // and so was cur
-		ops = append(ops, s.ifSlotHolds(old.user, id, clientv3.OpPut(s.slotKey(old.user), id, clientv3.WithLease(lease))))
-	case old.status == session.StatusActive:
-		ops = append(ops, s.ifSlotHolds(old.user, id, clientv3.OpDelete(s.slotKey(old.user))))
+		ops = append(ops, s.ifSlotHolds(old.UserID, id, clientv3.OpPut(s.slotKey(old.UserID), id, clientv3.WithLease(lease))))
+	case old.Status == session.StatusActive:
+		ops = append(ops, s.ifSlotHolds(old.UserID, id, clientv3.OpDelete(s.slotKey(old.UserID))))
 	}
 	tresp, err := s.cli.Txn(c.ctx).If(unchanged(s.sessionKey(id), kv)).Then(ops...).Commit()
 	if err != nil || !tresp.Succeeded {
@@ -364,11 +346,11 @@ func (s *Store) updateActiveOnce(c *call, ls *leases, user string, fn func(cur *
 		return false, err
 	}
 	var cur *session.Session
-	var old *storedSession
+	var old *session.Stored
 	if active != nil {
 		c := active.s
 		cur = &c
-		o := storedOf(cur)
+		o := session.StoredOf(cur)
 		old = &o
 	}
 	upd, next, err := fn(cur)
@@ -380,7 +362,7 @@ func (s *Store) updateActiveOnce(c *call, ls *leases, user string, fn func(cur *
 	}
 	var oldKeys *session.Session
 	if old != nil {
-		oldKeys = old.keys()
+		oldKeys = old.Keys()
 	}
 	if err := session.CheckActiveUpdate(user, oldKeys, upd, next); err != nil {
 		return true, fmt.Errorf("etcdstore: %s: %w", op, err)
@@ -400,11 +382,11 @@ func (s *Store) updateActiveOnce(c *call, ls *leases, user string, fn func(cur *
 		if err != nil {
 			return true, fmt.Errorf("etcdstore: %s: %w", op, err)
 		}
-		lease, err := s.sessionLeaseFor(ls, "upd", read.rec, old.expires, upd)
+		lease, err := s.sessionLeaseFor(ls, "upd", read.rec, old.ExpiresAt, upd)
 		if err != nil {
 			return false, err
 		}
-		ops = append(ops, s.putSession(upd, data, lease, s.expiryKey(old.expires, old.id))...)
+		ops = append(ops, s.putSession(upd, data, lease, s.expiryKey(old.ExpiresAt, old.ID))...)
 		used, replaced = append(used, lease), append(replaced, leaseOf(read.rec))
 		if upd.Status == session.StatusActive {
 			slotOp = clientv3.OpPut(slot, upd.ID, clientv3.WithLease(lease))

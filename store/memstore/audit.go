@@ -55,11 +55,7 @@ func (s *Store) ListAudit(ctx context.Context, q audit.Query) ([]audit.Entry, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = audit.DefaultListLimit
-	}
-	limit = min(limit, audit.MaxListLimit)
+	limit := q.PageLimit()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
