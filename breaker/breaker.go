@@ -63,7 +63,10 @@ type Options struct {
 	IsFailure func(err error) bool
 
 	// OnStateChange, if set, is called after every state transition with
-	// the breaker's name and the old and new state. It is called without
+	// the breaker's name and the old and new state — every transition the
+	// breaker makes or [Set.Restore] applies, but not those [Set.Follow]
+	// applies from another replica (that replica reports them; they are
+	// only logged here). It is called without
 	// any lock of this package held, so it may call the breaker (or its
 	// Set). Calls for one breaker are serialised and arrive in transition
 	// order; they may run on any goroutine that uses the breaker, possibly
@@ -102,7 +105,11 @@ type Options struct {
 type Breaker struct {
 	name    string
 	opts    Options
-	persist func(Snapshot) // set by Set before the breaker is shared; nil for none
+	persist func() // set by Set before the breaker is shared; nil for none
+	// quietHalfOpen: the time-driven open → half-open transition is not
+	// persisted (set by a Set over a WatchableStore, where every replica
+	// computes it from the shared OpenUntil).
+	quietHalfOpen bool
 
 	mu         sync.Mutex
 	state      State
@@ -114,7 +121,7 @@ type Breaker struct {
 	since      time.Time   // when the current state was entered
 	openUntil  time.Time   // open: when the breaker half-opens
 	events     []event     // transitions not yet delivered
-	dirty      bool        // a transition not yet persisted
+	dirty      bool        // a transition not yet persisted (cleared by takeDirty)
 	delivering bool        // a goroutine is delivering events
 }
 
@@ -123,6 +130,7 @@ type Breaker struct {
 type event struct {
 	from, to State
 	until    time.Time // to == StateOpen: when it half-opens
+	remote   bool      // applied from another replica (Set.Follow): logged only
 }
 
 // New returns a closed breaker called name (the name is passed to
@@ -403,7 +411,7 @@ func (b *Breaker) toHalfOpen(at time.Time) {
 	b.failures, b.successes = 0, 0
 	b.probes = b.probes[:0]
 	b.gen++
-	b.record(from, true)
+	b.record(from, !b.quietHalfOpen)
 }
 
 // toClosed closes the breaker at at and resets the multiplier. b.mu is held.
@@ -453,23 +461,20 @@ func (b *Breaker) deliver() {
 		evs := b.events
 		b.events = nil
 		save := b.dirty
-		b.dirty = false
-		var snap Snapshot
-		if save {
-			snap = b.snapshotLocked()
-		}
 		b.mu.Unlock()
-		b.publish(evs, save, snap)
+		b.publish(evs, save)
 		b.mu.Lock()
 	}
 	b.delivering = false
 	b.mu.Unlock()
 }
 
-// publish runs the side effects of one batch of transitions. If a callback
-// panics, it clears b.delivering so that later transitions are still
-// delivered, and lets the panic continue.
-func (b *Breaker) publish(evs []event, save bool, snap Snapshot) {
+// publish runs the side effects of one batch of transitions; with save, it
+// calls the persist hook, which takes the state to write with takeDirty (so
+// that the Set takes it under its own lock). If a callback panics, it
+// clears b.delivering so that later transitions are still delivered, and
+// lets the panic continue.
+func (b *Breaker) publish(evs []event, save bool) {
 	ok := false
 	defer func() {
 		if !ok {
@@ -484,16 +489,31 @@ func (b *Breaker) publish(evs []event, save bool, snap Snapshot) {
 			if ev.to == StateOpen {
 				attrs = append(attrs, "until", ev.until)
 			}
+			if ev.remote {
+				attrs = append(attrs, "remote", true)
+			}
 			lg.Info("breaker state changed", attrs...)
 		}
-		if f := b.opts.OnStateChange; f != nil {
+		if f := b.opts.OnStateChange; f != nil && !ev.remote {
 			f(b.name, ev.from, ev.to)
 		}
 	}
 	if save {
-		b.persist(snap)
+		b.persist()
 	}
 	ok = true
+}
+
+// takeDirty returns the state to persist and clears the mark, or ok false
+// when there is nothing to persist (another delivery took it).
+func (b *Breaker) takeDirty() (s Snapshot, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.dirty {
+		return Snapshot{}, false
+	}
+	b.dirty = false
+	return b.snapshotLocked(), true
 }
 
 // snapshotLocked returns the current state as a Snapshot. b.mu is held.
@@ -596,13 +616,16 @@ func (b *Breaker) halfOpenTimeout() time.Duration {
 
 // openPeriod returns ResetTimeout × multiplier, saturating instead of
 // overflowing for absurd ResetTimeouts.
-func (b *Breaker) openPeriod() time.Duration {
+func (b *Breaker) openPeriod() time.Duration { return b.periodOf(b.shift) }
+
+// periodOf returns the open period of multiplier 1 << shift.
+func (b *Breaker) periodOf(shift uint8) time.Duration {
 	d := b.opts.ResetTimeout
 	if d <= 0 {
 		d = DefaultResetTimeout
 	}
-	if d > math.MaxInt64>>b.shift {
+	if d > math.MaxInt64>>shift {
 		return math.MaxInt64
 	}
-	return d << b.shift
+	return d << shift
 }

@@ -62,7 +62,9 @@
 //
 // # Concurrency
 //
-// [Breaker] and [Set] are safe for concurrent use and start no goroutines.
+// [Breaker] and [Set] are safe for concurrent use and start no goroutines,
+// except the one [Set.Follow] starts, which belongs to its caller: the stop
+// function Follow returns ends it.
 // Each breaker's state is guarded by its own mutex, held only for a few
 // field updates; the user's hooks (Now, IsExcluded, IsFailure,
 // OnStateChange, the Store) are never called with it held, so OnStateChange may call
@@ -86,9 +88,25 @@
 // [Set.Remove] deletes a breaker and its stored state when its agent is
 // unregistered.
 //
-// The Store interface is declared here, where it is consumed; its
+// # Replicas
+//
+// A store shared by several replicas (store/etcdstore) is a
+// [WatchableStore]: it returns the revision of each save and streams the
+// stored snapshots and their changes. [Set.Follow] applies the snapshots
+// the other replicas save, so that an agent opened on one replica is
+// refused on all of them until its OpenUntil, and closed everywhere when
+// one replica's probes close it. Changes are applied in revision order;
+// the echoes of the set's own saves are ignored; applied changes are
+// neither saved again nor reported to OnStateChange (the replica that made
+// the transition reports it: an audit log gets it once). Counts of
+// consecutive failures and half-open probes stay per replica, and the
+// time-driven open → half-open, which every replica computes from the
+// shared OpenUntil, is not saved.
+//
+// The Store interfaces are declared here, where they are consumed; their
 // implementations belong to the store packages (store/memstore,
-// store/boltstore), which run the shared conformance suite.
+// store/boltstore, store/etcdstore), which run the shared conformance
+// suite.
 //
 // # Errors
 //

@@ -14,7 +14,9 @@ import (
 //
 // Every method must be safe for concurrent use. A Set calls SaveBreaker
 // only on state transitions, never on the call path of an ordinary success
-// or failure, and calls for one name in transition order.
+// or failure, and calls for one name in transition order. A store shared
+// by several replicas implements [WatchableStore] too, so that each
+// replica's Set follows the others' transitions ([Set.Follow]).
 type Store interface {
 	// LoadBreakers returns every stored snapshot by breaker name (an empty
 	// or nil map when there is none). The map is the caller's.
@@ -39,10 +41,14 @@ type Store interface {
 // with Options.StoreTimeout); a save that fails is logged at Warn and does
 // not affect the breaker, which keeps working from memory.
 //
+// Over a [WatchableStore], [Set.Follow] makes the set apply the
+// transitions other replicas save.
+//
 // A Set is safe for concurrent use by multiple goroutines and starts no
-// goroutines. The zero Set is ready to use: default Options, no store. A
-// nil *Set is a pass-through: Get returns a nil *Breaker, which admits
-// every call. A Set must not be copied after first use.
+// goroutines, except the one [Set.Follow] starts, which its caller stops.
+// The zero Set is ready to use: default Options, no store. A nil *Set is
+// a pass-through: Get returns a nil *Breaker, which admits every call. A
+// Set must not be copied after first use.
 type Set struct {
 	opts  Options
 	store Store
@@ -52,12 +58,13 @@ type Set struct {
 }
 
 // entry is a breaker of a Set and what serialises its store writes with
-// Remove.
+// Remove and with the changes Follow applies.
 type entry struct {
 	b *Breaker
 
 	mu      sync.Mutex // held around every store call for this breaker
 	removed bool       // Remove was called: save nothing more
+	rev     int64      // store revision of the latest write saved or applied (WatchableStore)
 }
 
 // NewSet returns an empty set whose breakers use opts (nil means the zero
@@ -112,7 +119,8 @@ func (s *Set) getLocked(name string) *entry {
 	}
 	e := &entry{b: New(name, &s.opts)}
 	if s.store != nil {
-		e.b.persist = func(snap Snapshot) { s.save(e, snap) }
+		e.b.persist = func() { s.save(e) }
+		_, e.b.quietHalfOpen = s.store.(WatchableStore)
 	}
 	if s.m == nil {
 		s.m = make(map[string]*entry)
@@ -180,9 +188,9 @@ func (s *Set) Remove(ctx context.Context, name string) error {
 // metrics follow) but are not saved again. Breakers with no stored
 // snapshot are left alone.
 //
-// Call Restore once at start, before the set is used. A snapshot that
-// cannot be restored is skipped; the error joins one error per such name.
-// With no store, Restore does nothing.
+// Call Restore once at start, before the set is used (and before
+// [Set.Follow]). A snapshot that cannot be restored is skipped; the error
+// joins one error per such name. With no store, Restore does nothing.
 func (s *Set) Restore(ctx context.Context) error {
 	if s == nil || s.store == nil {
 		return nil
@@ -202,17 +210,30 @@ func (s *Set) Restore(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// save writes snap for e unless e was removed. It is the persist hook of
-// e's breaker, called from its delivery loop outside its lock.
-func (s *Set) save(e *entry, snap Snapshot) {
+// save writes the state of e's breaker unless e was removed. It is the
+// persist hook of e's breaker, called from its delivery loop outside its
+// lock. The state is taken under e.mu, so that a change Follow applies is
+// either older than this write (and ignored: see applyChange) or comes
+// after it.
+func (s *Set) save(e *entry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.removed {
+	snap, ok := e.b.takeDirty()
+	if !ok || e.removed {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.storeTimeout())
 	defer cancel()
-	if err := s.store.SaveBreaker(ctx, e.b.name, snap); err != nil && s.opts.Logger != nil {
+	var err error
+	if ws, ok := s.store.(WatchableStore); ok {
+		var rev int64
+		if rev, err = ws.SaveBreakerRevision(ctx, e.b.name, snap); err == nil {
+			e.rev = max(e.rev, rev)
+		}
+	} else {
+		err = s.store.SaveBreaker(ctx, e.b.name, snap)
+	}
+	if err != nil && s.opts.Logger != nil {
 		s.opts.Logger.Warn("breaker state not persisted",
 			"breaker", e.b.name, "state", snap.State.String(), "err", err)
 	}

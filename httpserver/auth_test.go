@@ -198,6 +198,57 @@ func TestMountedHandler(t *testing.T) {
 	require.Error(t, readErr)
 }
 
+// TestMountedHandlerPlainTextErrors: errors a mounted handler writes with
+// http.Error (the MCP SDK does, for a wrong method, media type or an
+// oversized body) are JSON errors like the server's own (SPEC 6), and a
+// 5xx carries no internal text.
+func TestMountedHandlerPlainTextErrors(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	require.NoError(t, e.srv.Handle("/plain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("fail") {
+		case "method":
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		case "media":
+			http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
+		case "body":
+			_, err := readAll(r)
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		case "internal":
+			http.Error(w, "storing stream: dial tcp 10.0.0.7:2379: secret detail", http.StatusInternalServerError)
+		case "json":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}`))
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("ok"))
+		}
+	}), ""))
+
+	er := expectError(t, e.post("/plain?fail=method", adminToken, `{}`), http.StatusMethodNotAllowed, "method_not_allowed")
+	assert.Equal(t, "Method Not Allowed", er.Error)
+	r := e.post("/plain?fail=method", adminToken, `{}`)
+	assert.Equal(t, "POST", r.Header.Get("Allow"))
+	assert.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"))
+	expectError(t, e.post("/plain?fail=media", adminToken, `{}`), http.StatusUnsupportedMediaType, "unsupported_media_type")
+	er = expectError(t, e.post("/plain?fail=body", adminToken, strings.Repeat("x", httpserver.DefaultMaxBodyBytes+1)),
+		http.StatusRequestEntityTooLarge, "payload_too_large")
+	assert.NotEmpty(t, er.Error)
+	r = e.post("/plain?fail=internal", adminToken, `{}`)
+	expectError(t, r, http.StatusInternalServerError, "internal")
+	assert.NotContains(t, string(r.Body), "secret detail")
+	assert.NotContains(t, string(r.Body), "10.0.0.7")
+
+	// JSON error bodies and successes pass through unchanged.
+	r = e.post("/plain?fail=json", adminToken, `{}`)
+	assert.Equal(t, http.StatusBadRequest, r.Status)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}`, string(r.Body))
+	r = e.post("/plain", adminToken, `{}`)
+	assert.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, "ok", string(r.Body))
+}
+
 func TestCORS(t *testing.T) {
 	e := newEnv(t, envConfig{opts: func(o *httpserver.Options) {
 		o.CORSOrigins = []string{"https://console.example.com"}

@@ -63,6 +63,35 @@ func fieldError(field, format string, args ...any) *apiError {
 	return e
 }
 
+// codeForStatus is the error code of a response status, for errors that
+// come with a status only.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusConflict:
+		return CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return CodePayloadTooLarge
+	case http.StatusUnsupportedMediaType:
+		return CodeUnsupportedMediaType
+	case http.StatusTooManyRequests:
+		return CodeRateLimited
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	}
+	if status >= 500 {
+		return CodeInternal
+	}
+	return CodeInvalidArgument
+}
+
 func internal(cause error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error", cause: cause}
 }

@@ -350,8 +350,11 @@ func (s *Server) SetTokens(tokens []Token) error {
 // behind the server's authentication, rate limit, CORS, security headers,
 // body limit, metrics and logs: a request reaches h only with a valid
 // token holding scope (any scope when scope is ""). h can read the caller
-// with [IdentityFrom]. Call Handle before serving; an invalid pattern or
-// one that conflicts with a route of the server is an error.
+// with [IdentityFrom]. A plain-text error response of h (http.Error) is
+// answered as a JSON error like the server's own (SPEC 6), with h's text
+// as the message of a 4xx and never in a 5xx. Call Handle before serving;
+// an invalid pattern or one that conflicts with a route of the server is
+// an error.
 func (s *Server) Handle(pattern string, h http.Handler, scope Scope) (err error) {
 	if h == nil {
 		return errors.New("httpserver: Handle needs a handler")
@@ -367,9 +370,31 @@ func (s *Server) Handle(pattern string, h http.Handler, scope Scope) (err error)
 	s.handle(pattern, authScope, scope, func(w *recorder, r *http.Request) {
 		r = r.WithContext(WithIdentity(r.Context(), w.identity))
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		w.holdText = true
 		h.ServeHTTP(w, r)
+		s.answerHeld(w)
 	})
 	return nil
+}
+
+// answerHeld answers the plain-text error a mounted handler wrote, if any,
+// as a JSON error.
+func (s *Server) answerHeld(w *recorder) {
+	status := w.heldStatus
+	if status == 0 {
+		return
+	}
+	w.holdText, w.heldStatus = false, 0
+	text := strings.TrimSpace(string(w.heldText))
+	if status >= 500 || text == "" {
+		e := errorf(status, codeForStatus(status), "%s", strings.ToLower(http.StatusText(status)))
+		if text != "" {
+			e.cause = errors.New(text)
+		}
+		s.fail(w, e)
+		return
+	}
+	s.fail(w, errorf(status, codeForStatus(status), "%s", text))
 }
 
 // MetricsHandler returns the Prometheus exposition of the server's metrics
@@ -691,10 +716,19 @@ type recorder struct {
 	wroteHeader bool
 	swallow     bool // the body being written is the mux's, replaced by JSON
 	size        int64
+
+	// A mounted handler's plain-text error is held back (its status and
+	// the head of its text) and answered as JSON once it returns.
+	holdText   bool
+	heldStatus int
+	heldText   []byte
 }
 
+// maxHeldText bounds the text kept of a mounted handler's error.
+const maxHeldText = 1024
+
 func (w *recorder) WriteHeader(code int) {
-	if w.wroteHeader {
+	if w.wroteHeader || w.heldStatus != 0 {
 		return
 	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
@@ -704,6 +738,10 @@ func (w *recorder) WriteHeader(code int) {
 	if !w.routed {
 		w.s.unrouted(w, code)
 		w.swallow = true
+		return
+	}
+	if w.holdText && code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.heldStatus = code
 		return
 	}
 	w.status, w.wroteHeader = code, true
@@ -719,6 +757,10 @@ func (w *recorder) Write(b []byte) (int, error) {
 		if w.swallow {
 			return len(b), nil
 		}
+		if w.heldStatus != 0 {
+			w.heldText = append(w.heldText, b[:min(len(b), maxHeldText-len(w.heldText))]...)
+			return len(b), nil
+		}
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.size += int64(n)
@@ -729,6 +771,9 @@ func (w *recorder) Write(b []byte) (int, error) {
 func (w *recorder) Flush() {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
+		if w.heldStatus != 0 {
+			return
+		}
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }

@@ -101,7 +101,7 @@ func TestRegister(t *testing.T) {
 		{"bad auth type", with(registerArgs("a", "http://a.example.com"), "auth", map[string]any{"type": "basic"}), "invalid_argument", []string{"auth"}},
 		{"bad label key", with(registerArgs("a", "http://a.example.com"), "labels", map[string]string{"Bad Key": "v"}), "invalid_argument", []string{"labels"}},
 		{"relative endpoint", registerArgs("a", "/task"), "invalid_argument", []string{"endpoint"}},
-		{"ftp endpoint", registerArgs("a", "ftp://a.example.com/task"), "invalid_argument", []string{"endpoint"}},
+		{"ftp endpoint", registerArgs("a", "ftp://a.example.com/task"), "endpoint_not_allowed", []string{"endpoint"}},
 		{"empty description and capabilities", map[string]any{"name": "a", "description": "", "capabilities": []string{}, "endpoint": "http://a.example.com"}, "invalid_argument", []string{"description"}},
 		{"every problem at once", map[string]any{"name": "a", "description": "", "capabilities": []string{}, "endpoint": "ftp://a.example.com"}, "invalid_argument", []string{"description", "endpoint"}},
 		{"metadata endpoint refused", registerArgs("a", "http://169.254.169.254/latest"), "endpoint_not_allowed", []string{"endpoint"}},

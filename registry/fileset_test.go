@@ -231,7 +231,7 @@ func TestReplaceFileAgentsRefusesBadSets(t *testing.T) {
 	d1, d2 := fileAgent("d1", "x"), fileAgent("d2", "x")
 	d1.IsDefault, d2.IsDefault = true, true
 	bad := fileAgent("bad", "x")
-	bad.Endpoint = "ftp://x"
+	bad.Endpoint = "/task" // not absolute: invalid (an ftp URL is refused by the endpoint policy)
 	for name, set := range map[string][]registry.Agent{
 		"duplicate":    {fileAgent("x", "1"), fileAgent("x", "2")},
 		"two defaults": {d1, d2},

@@ -175,11 +175,15 @@ func checkEndpoint(endpoint string, p *netguard.Policy) *FieldError {
 		return invalid("endpoint", "must be at most %d characters", MaxEndpointLen)
 	}
 	u, err := url.Parse(endpoint)
-	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+	if err != nil || !u.IsAbs() {
 		return invalid("endpoint", "must be an absolute http or https URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return invalid("endpoint", "scheme must be http or https")
+		// SPEC 2.3 lists other schemes among the endpoint policy's refusals.
+		return &FieldError{Field: "endpoint", Rule: "scheme must be http or https", kind: ErrEndpointNotAllowed}
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return invalid("endpoint", "must be an absolute http or https URL")
 	}
 	if err := p.CheckURL(endpoint); err != nil {
 		rule := err.Error()

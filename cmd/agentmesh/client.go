@@ -141,7 +141,7 @@ func (u usageErr) Error() string { return u.err.Error() }
 func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
 
 func parseClient(f *flags, args []string, env func(string) string) error {
-	if err := f.parse(args, env); err != nil {
+	if err := f.parseArgs(args, env); err != nil {
 		return usageErr{err}
 	}
 	return nil

@@ -55,3 +55,47 @@ func TestE2EEtcdReplicas(t *testing.T) {
 	a.stop()
 	b.stop()
 }
+
+// TestE2EStdioEtcd: the stdio MCP server runs on the etcd store with
+// --store etcd --etcd-endpoints (or MESH_STORE and MESH_ETCD_ENDPOINTS):
+// an agent registered through it is discovered by a `serve` replica on the
+// same etcd, and one registered on the replica is listed by a stdio server
+// configured through the environment.
+func TestE2EStdioEtcd(t *testing.T) {
+	t.Parallel()
+	srv, err := etcdtest.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close) // after the processes: cleanups run last first
+	endpoints := strings.Join(srv.Endpoints, ",")
+	p := startServe(t, serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", endpoints}})
+
+	s := startStdio(t, nil, "--store", "etcd", "--etcd-endpoints", endpoints)
+	out := callTool(t, s.cs, "mesh_register", map[string]any{
+		"name": "budget-agent", "description": "Returns budgets and cost centers of departments.",
+		"capabilities": []string{"budget", "cost-center"}, "endpoint": "https://budget.example.com/task",
+	})
+	assert.Equal(t, true, out["created"])
+	require.Eventually(t, func() bool {
+		r := p.client().do("GET", "/v1/discover?query=budget+of+engineering", nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r)
+		for _, res := range r.list(t) {
+			if res["agent"].(map[string]any)["name"] == "budget-agent" {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "the serve replica must discover the agent registered over stdio")
+	s.close(t)
+
+	r := p.client().do("POST", "/v1/agents", agentJSON("travel-agent", "https://travel.example.com/task", "flights", "hotels"))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r)
+	s = startStdio(t, []string{"MESH_STORE=etcd", "MESH_ETCD_ENDPOINTS=" + endpoints})
+	out = callTool(t, s.cs, "mesh_list_agents", map[string]any{})
+	var names []string
+	for _, a := range out["agents"].([]any) {
+		names = append(names, a.(map[string]any)["name"].(string))
+	}
+	assert.ElementsMatch(t, []string{"budget-agent", "travel-agent"}, names)
+	s.close(t)
+	p.stop()
+}

@@ -278,6 +278,13 @@ func TestE2ECommandLine(t *testing.T) {
 			assert.LessOrEqual(t, len(strings.Fields(head)), 2, "%v: garbled flag line %q", args, head)
 		}
 	}
+	// The stdio server takes the etcd store as serve does.
+	r = runCLI(t, nil, "", "--store", "memory", "--help")
+	stdio := helpFlags(r.stderr)
+	if assert.Contains(t, stdio, "etcd-endpoints", "agentmesh (stdio) --help lists --etcd-endpoints") {
+		assert.Contains(t, stdio["etcd-endpoints"], "$MESH_ETCD_ENDPOINTS")
+	}
+	assert.Contains(t, stdio["store"], "etcd")
 	r = runCLI(t, nil, "", "serve", "--help")
 	flags := helpFlags(r.stderr)
 	for flag, env := range map[string]string{
@@ -289,6 +296,7 @@ func TestE2ECommandLine(t *testing.T) {
 		"metrics-addr": "MESH_METRICS_ADDR", "shutdown-timeout": "MESH_SHUTDOWN_TIMEOUT",
 		"classifier": "MESH_CLASSIFIER", "llm-base-url": "AGENTMESH_LLM_BASE_URL", "llm-model": "AGENTMESH_LLM_MODEL",
 		"session-ttl": "MESH_SESSION_TTL", "session-max-turns": "MESH_SESSION_MAX_TURNS", "clarification": "MESH_CLARIFICATION",
+		"delegation-retention": "MESH_DELEGATION_RETENTION", // SPEC 4.4
 	} {
 		if assert.Contains(t, flags, flag, "serve --help lists --%s", flag) {
 			assert.Contains(t, flags[flag], "$"+env, "serve --%s", flag)
@@ -317,6 +325,9 @@ func TestE2ECommandLine(t *testing.T) {
 	assert.Contains(t, r.stderr, "MESH_SHUTDOWN_TIMEOUT")
 	r = runCLI(t, []string{"MESH_TOKEN=t"}, "", "serve", "--addr", "127.0.0.1:0", "--store", "memory", "--log-format", "xml")
 	assert.Equal(t, 2, r.code, "%s", r)
+	r = runCLI(t, []string{"MESH_TOKEN=t"}, "", "serve", "--addr", "127.0.0.1:0", "--store", "memory", "--delegation-retention", "0s")
+	assert.Equal(t, 2, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "delegation-retention")
 	r = runCLI(t, nil, "", "agents")
 	assert.Equal(t, 2, r.code, "%s", r)
 	r = runCLI(t, nil, "", "agents", "frob")
@@ -504,11 +515,8 @@ func TestE2EServe(t *testing.T) {
 		inproc["protocol"] = "inprocess"
 		api.do("POST", "/v1/agents", inproc).requireError(t, 400, "invalid_argument")
 		api.do("POST", "/v1/agents", agentJSON("meta", "http://169.254.169.254/", "x")).requireError(t, 400, "endpoint_not_allowed")
-		// A non-http scheme breaks both the field rule (SPEC 1) and the
-		// endpoint policy (SPEC 2.3): either code will do.
-		r = api.do("POST", "/v1/agents", agentJSON("ftp", "ftp://example.com/", "x"))
-		require.Equal(t, 400, r.status, "%s", r)
-		assert.Contains(t, []any{"invalid_argument", "endpoint_not_allowed"}, r.obj(t)["code"])
+		// A non-http scheme is one of the endpoint policy's refusals (SPEC 2.3).
+		api.do("POST", "/v1/agents", agentJSON("ftp", "ftp://example.com/", "x")).requireError(t, 400, "endpoint_not_allowed")
 		big := `{"name":"big","description":"` + strings.Repeat("x", 1<<20+10) + `"}`
 		api.do("POST", "/v1/agents", big).requireError(t, 413, "payload_too_large")
 
@@ -815,8 +823,11 @@ func TestE2EServe(t *testing.T) {
 		}
 		r.decode(t, &init)
 		assert.Equal(t, "agentmesh", init.Result.ServerInfo.Name, "%s", r)
-		r = api.with(t).do("GET", "/mcp", nil, "Accept: text/event-stream")
-		assert.Equal(t, 405, r.status, "%s", r)
+		// The SDK's plain-text HTTP errors reach clients as JSON errors
+		// (SPEC 6).
+		api.with(t).do("GET", "/mcp", nil, "Accept: text/event-stream").requireError(t, 405, "method_not_allowed")
+		api.with(t).do("POST", "/mcp", `{}`, "Accept: application/json, text/event-stream", "Content-Type: text/plain").
+			requireError(t, 415, "unsupported_media_type")
 
 		// Scopes apply per tool: the reader may list, not register.
 		rs := connectHTTPMCP(t, p.url+"/mcp", readerToken)
@@ -1097,6 +1108,17 @@ func TestE2EClientCommands(t *testing.T) {
 	decode(r, &d)
 	assert.Equal(t, "completed", d["status"], "%s", r)
 	assert.Equal(t, map[string]any{"echo": "Quarterly report"}, d["result"])
+	// SPEC 8's order: the flags after AGENT TASK. After the arguments
+	// only the command's flags are flags; "--" ends them.
+	r = cli("", "delegate", "async-agent", "Annual report", "--async", "--wait")
+	require.Equal(t, 0, r.code, "%s", r)
+	decode(r, &d)
+	assert.Equal(t, "completed", d["status"], "%s", r)
+	assert.Equal(t, map[string]any{"echo": "Annual report"}, d["result"])
+	r = cli("", "delegate", "budget-agent", "Budget", "-3", "--", "--async")
+	require.Equal(t, 0, r.code, "%s", r)
+	decode(r, &d)
+	assert.Equal(t, map[string]any{"echo": "Budget -3 --async"}, d["result"])
 	r = cli("", "delegate", "--async", "async-agent", "no waiting")
 	require.Equal(t, 0, r.code, "%s", r)
 	decode(r, &d)
@@ -1172,8 +1194,7 @@ func TestE2EServeLimits(t *testing.T) {
 
 	// 4: MCP body limit.
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 1<<20) + `"}}`
-	r = api.do("POST", "/mcp", big, "Accept: application/json, text/event-stream")
-	assert.Equal(t, 413, r.status, "%s", r)
+	api.do("POST", "/mcp", big, "Accept: application/json, text/event-stream").requireError(t, 413, "payload_too_large")
 
 	// 5, 6, then over budget.
 	api.do("GET", "/v1/agents", nil)

@@ -77,6 +77,43 @@ func (f *flags) parse(args []string, getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
+// parseArgs is parse for a command with arguments, whose flags may also
+// follow them, as SPEC 8 writes `delegate AGENT TASK [--async] [--wait]`.
+// After the first argument only the command's own flags are flags, so a
+// task word such as "-3" stays a word; "--" ends the flags.
+func (f *flags) parseArgs(args []string, getenv func(string) string) error {
+	var pos []string
+	for len(args) > 0 {
+		if err := f.fs.Parse(args); err != nil {
+			return err
+		}
+		rest := f.fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		for len(rest) > 0 && !f.isFlag(rest[0]) {
+			if rest[0] == "--" {
+				pos, rest = append(pos, rest[1:]...), nil
+				break
+			}
+			pos, rest = append(pos, rest[0]), rest[1:]
+		}
+		args = rest
+	}
+	return f.parse(append([]string{"--"}, pos...), getenv)
+}
+
+// isFlag reports whether arg is one of f's flags: -name, --name, -name=v.
+func (f *flags) isFlag(arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok {
+		return false
+	}
+	name, _, _ = strings.Cut(strings.TrimPrefix(name, "-"), "=")
+	return name != "" && f.fs.Lookup(name) != nil
+}
+
 // strictBool is a flag.Value for SPEC 8 booleans.
 type strictBool bool
 

@@ -61,7 +61,8 @@ default in this mode.`
 func stdioFlags(cfg *meshConfig, allowHosts, logLevel *string, stderr io.Writer) *flags {
 	f := newFlags("agentmesh", stdioSynopsis, stderr)
 	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
-	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt or memory")
+	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
+	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
 	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
 	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
 	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running agentmesh serve on the same store to receive them)")

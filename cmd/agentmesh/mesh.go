@@ -63,6 +63,9 @@ type meshConfig struct {
 	// etcdEndpoints are the etcd client URLs of --store etcd,
 	// comma-separated (--etcd-endpoints).
 	etcdEndpoints string
+	// delegationRetention is how long finished delegation records are
+	// kept (--delegation-retention); 0 means the default, 7 days.
+	delegationRetention time.Duration
 }
 
 // routingConfig configures the routing orchestrator (SPEC 5, 8).
@@ -119,6 +122,9 @@ type mesh struct {
 	breakers   *breaker.Set
 	delegation *delegation.Client
 	stopIndex  func()
+	// stopBreakers stops the breakers following the other replicas'
+	// transitions (etcd); a no-op for the other stores.
+	stopBreakers func()
 
 	sessions *session.Manager
 	lexical  *routing.Lexical
@@ -207,6 +213,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 	if err := m.breakers.Restore(ctx); err != nil {
 		cfg.log.Warn("some breaker states could not be restored", "err", err)
 	}
+	m.stopBreakers = m.breakers.Follow()
 	if err := m.obs.start(cfg.metrics, cfg.audit, st, m.reg, m.breakers); err != nil {
 		return nil, err
 	}
@@ -220,6 +227,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 		Breakers:  m.breakers,
 		Policy:    policy,
 		PublicURL: cfg.publicURL,
+		Retention: cfg.delegationRetention,
 		Logger:    cfg.log,
 		// Recovery (records found running at start become failed with
 		// code interrupted) assumes one process per store. Replicas share
@@ -329,6 +337,9 @@ func (m *mesh) close(ctx context.Context) error {
 	}
 	if m.reg != nil {
 		errs = append(errs, m.reg.Close())
+	}
+	if m.stopBreakers != nil {
+		m.stopBreakers()
 	}
 	m.obs.close() // the audit log's last entries, before the store closes
 	errs = append(errs, m.store.Close())

@@ -237,95 +237,28 @@ func (s *Store) agentLeaseFor(c *call, ls *leases, kv *kvPair, was agentBasis, n
 // It returns ctx's error once ctx is done, and an error wrapping
 // [ErrClosed] once the store is closed.
 func (s *Store) WatchAgents(ctx context.Context, fn func(registry.AgentChanges)) error {
-	c, err := s.begin(ctx, "watch agents", false)
-	if err != nil {
-		return err
-	}
-	defer c.end()
-	const minWait, maxWait = 100 * time.Millisecond, 5 * time.Second
-	wait := minWait
-	for {
-		rev, err := s.reportSnapshot(c.ctx, fn)
-		if err == nil {
-			err = s.followAgents(c.ctx, rev, fn)
-			wait = minWait
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if c.ctx.Err() != nil {
-			return c.fail(c.ctx.Err())
-		}
-		s.log.Warn("etcdstore: agent watch interrupted; reading a new snapshot", "prefix", s.prefix, "err", err, "retry_in", wait.String())
-		select {
-		case <-c.ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxWait)
-	}
-}
-
-// reportSnapshot reads every agent and reports them to fn as a snapshot,
-// returning the revision read.
-func (s *Store) reportSnapshot(ctx context.Context, fn func(registry.AgentChanges)) (int64, error) {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
-		defer cancel()
-	}
 	prefix := s.agentsPrefix()
-	var changes []registry.AgentChange
-	rev, err := s.rangeAll(ctx, prefix, 0, func(kv *kvPair) error {
-		if ch, ok := s.agentChange(prefix, kv.key, kv.value, kv.mod, true); ok {
-			changes = append(changes, ch)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("read agents: %w", err)
-	}
-	fn(registry.AgentChanges{Reset: true, Revision: rev, Changes: changes})
-	return rev, nil
-}
-
-// followAgents watches the agent keys after revision rev and reports every
-// batch of events, until the watch ends.
-func (s *Store) followAgents(ctx context.Context, rev int64, fn func(registry.AgentChanges)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	prefix := s.agentsPrefix()
-	wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch: %w", err)
-		}
-		if len(resp.Events) == 0 {
-			continue // progress notification
-		}
-		changes := make([]registry.AgentChange, 0, len(resp.Events))
-		for _, ev := range resp.Events {
-			if ch, ok := s.agentChange(prefix, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Type == mvccpb.PUT); ok {
+	return s.watchPrefix(ctx, "agents", prefix, func(reset bool, rev int64, kvs []watched) {
+		changes := make([]registry.AgentChange, 0, len(kvs))
+		for _, kv := range kvs {
+			if ch, ok := s.agentChange(prefix, kv); ok {
 				changes = append(changes, ch)
 			}
 		}
-		fn(registry.AgentChanges{Revision: resp.Events[len(resp.Events)-1].Kv.ModRevision, Changes: changes})
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.New("watch: channel closed")
+		fn(registry.AgentChanges{Reset: reset, Revision: rev, Changes: changes})
+	})
 }
 
 // agentChange decodes one watched or listed key into a change; ok is
 // false for a value that does not decode (logged).
-func (s *Store) agentChange(prefix, key string, value []byte, rev int64, put bool) (registry.AgentChange, bool) {
-	ch := registry.AgentChange{Name: key[len(prefix):], Revision: rev}
-	if !put {
+func (s *Store) agentChange(prefix string, kv watched) (registry.AgentChange, bool) {
+	ch := registry.AgentChange{Name: kv.key[len(prefix):], Revision: kv.rev}
+	if !kv.put {
 		return ch, true
 	}
 	var a registry.Agent
-	if err := decodeAgent(ch.Name, value, &a); err != nil {
-		s.log.Warn("etcdstore: agent record skipped", "key", key, "err", err)
+	if err := decodeAgent(ch.Name, kv.value, &a); err != nil {
+		s.log.Warn("etcdstore: agent record skipped", "key", kv.key, "err", err)
 		return ch, false
 	}
 	ch.Agent = &a

@@ -3,7 +3,8 @@
 // replicas sharing the prefix share the registry, the delegation records,
 // the routing sessions and the circuit breaker state (SPEC section 9). A
 // [Store] implements [registry.Store] (and [registry.WatchableStore]),
-// [delegation.Store], [breaker.Store], [session.Store] (and
+// [delegation.Store], [breaker.Store] (and [breaker.WatchableStore]),
+// [session.Store] (and
 // [session.ActiveCounter]) and [audit.Store], with the semantics of
 // store/boltstore: all three backends pass the conformance suite in
 // internal/storetest, run here against a real (embedded) etcd.
@@ -87,9 +88,11 @@
 // starting again from a new snapshot when the watch breaks or its revision
 // was compacted. A [registry.Registry] over the Store runs it, so every
 // replica's registry view, events, discovery index and classifiers follow
-// the changes the others make. Breaker state is shared through the store
-// (each replica loads it at start and saves its transitions) but is not
-// watched: a running replica does not see another replica's transitions.
+// the changes the others make. [Store.WatchBreakers] does the same for the
+// breaker keys: a [breaker.Set] over the Store that runs [breaker.Set.Follow]
+// applies the transitions the other replicas save, in revision order,
+// recognising the echoes of its own saves by the revisions
+// [Store.SaveBreakerRevision] returns.
 //
 // # Costs
 //
@@ -112,7 +115,7 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use by multiple goroutines and starts no
-// goroutines (its etcd client does). [Store.Close] cancels the calls in
+// goroutines (its etcd client does; the watches run on their callers'). [Store.Close] cancels the calls in
 // flight, waits for them and closes the client.
 //
 // # Errors

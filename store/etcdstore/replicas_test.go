@@ -2,7 +2,8 @@ package etcdstore_test
 
 // Tests of several replicas over one prefix: registries that follow each
 // other's changes (and their discovery indexes), sessions with one active
-// per user across clients, session leases, breaker state shared.
+// per user across clients, session leases, breaker state shared and
+// followed.
 
 import (
 	"context"
@@ -315,4 +316,139 @@ func TestBreakerStateIsShared(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, got, "travel")
 	assert.Equal(t, breaker.StateOpen, got["travel"].State)
+}
+
+// countingStore counts the breaker saves of a Store.
+type countingStore struct {
+	*etcdstore.Store
+	saves atomic.Int64
+}
+
+func (c *countingStore) SaveBreakerRevision(ctx context.Context, name string, s breaker.Snapshot) (int64, error) {
+	c.saves.Add(1)
+	return c.Store.SaveBreakerRevision(ctx, name, s)
+}
+
+// TestBreakersFollowEachOther: breaker sets of two replicas follow each
+// other through the store's watch (breaker.Set.Follow). The breaker opened
+// by failures on A is open on B within a bounded wait and refuses calls
+// there until A's open period ends; closed by A's probes, it closes on B.
+// Only A saves (the echoes of its saves change nothing and are not
+// written back), and A's probing is not disturbed by them. The replicas
+// share a fake clock, as the real ones share the wall clock.
+func TestBreakersFollowEachOther(t *testing.T) {
+	t.Parallel()
+	rs := replicas(t, 2, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	stores := make([]*countingStore, 2)
+	sets := make([]*breaker.Set, 2)
+	for i, s := range rs {
+		stores[i] = &countingStore{Store: s}
+		sets[i] = breaker.NewSet(stores[i], &breaker.Options{Now: clock})
+		require.NoError(t, sets[i].Restore(t.Context()))
+		t.Cleanup(sets[i].Follow()) // before the store closes: cleanups run last first
+	}
+	a, b := sets[0], sets[1]
+	state := func(s *breaker.Set) breaker.State { return s.Lookup("travel").State() }
+
+	for range 5 {
+		done, err := a.Get("travel").Allow()
+		require.NoError(t, err)
+		done(errors.New("agent down"))
+	}
+	require.Equal(t, breaker.StateOpen, state(a))
+	until := clock().Add(breaker.DefaultResetTimeout)
+	require.Eventually(t, func() bool { return state(b) == breaker.StateOpen }, waitFor, 5*time.Millisecond,
+		"B's breaker opens when A's does")
+	_, err := b.Get("travel").Allow()
+	var open *breaker.OpenError
+	require.ErrorAs(t, err, &open, "B refuses calls to the agent")
+	assert.True(t, until.Equal(open.Until), "B is open until A's time: %v, want %v", open.Until, until)
+
+	advance(breaker.DefaultResetTimeout)
+	for range breaker.DefaultHalfOpenMaxCalls {
+		done, err := a.Get("travel").Allow()
+		require.NoError(t, err, "A's probes are admitted")
+		done(nil)
+	}
+	require.Equal(t, breaker.StateClosed, state(a))
+	require.Eventually(t, func() bool { return state(b) == breaker.StateClosed }, waitFor, 5*time.Millisecond,
+		"B's breaker closes when A's does")
+	done, err := b.Get("travel").Allow()
+	require.NoError(t, err, "B admits calls again")
+	done(nil)
+
+	time.Sleep(100 * time.Millisecond) // let the last echoes arrive
+	assert.Equal(t, breaker.StateClosed, state(a), "A's echoes did not reopen it")
+	assert.Equal(t, int64(2), stores[0].saves.Load(), "A saved its open and its close")
+	assert.Zero(t, stores[1].saves.Load(), "B wrote nothing back")
+}
+
+// TestWatchBreakers: a breaker watch reports a snapshot, then every save
+// and deletion another client commits, with the revisions
+// SaveBreakerRevision returned.
+func TestWatchBreakers(t *testing.T) {
+	t.Parallel()
+	rs := replicas(t, 2, nil)
+	writer, watcher := rs[0], rs[1]
+	ctx := t.Context()
+	r0, err := writer.SaveBreakerRevision(ctx, "before", breakerSnapshot())
+	require.NoError(t, err)
+
+	ch := make(chan breaker.SnapshotChanges, 16)
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- watcher.WatchBreakers(wctx, func(r breaker.SnapshotChanges) { ch <- r }) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+	})
+	next := func() breaker.SnapshotChanges {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(waitFor):
+			t.Fatal("no breaker watch report within the wait")
+			return breaker.SnapshotChanges{}
+		}
+	}
+
+	snap := next()
+	assert.True(t, snap.Reset)
+	require.Len(t, snap.Changes, 1)
+	assert.Equal(t, "before", snap.Changes[0].Name)
+	assert.Equal(t, r0, snap.Changes[0].Revision)
+	require.NotNil(t, snap.Changes[0].Snapshot)
+	assert.Equal(t, breaker.StateOpen, snap.Changes[0].Snapshot.State)
+
+	closed := breaker.Snapshot{State: breaker.StateClosed, Since: time.Now(), Multiplier: 1}
+	r1, err := writer.SaveBreakerRevision(ctx, "before", closed)
+	require.NoError(t, err)
+	assert.Greater(t, r1, r0)
+	got := next()
+	assert.False(t, got.Reset)
+	assert.Equal(t, r1, got.Revision)
+	require.Len(t, got.Changes, 1)
+	assert.Equal(t, r1, got.Changes[0].Revision)
+	require.NotNil(t, got.Changes[0].Snapshot)
+	assert.Equal(t, breaker.StateClosed, got.Changes[0].Snapshot.State)
+
+	require.NoError(t, writer.DeleteBreaker(ctx, "before"))
+	got = next()
+	require.Len(t, got.Changes, 1)
+	assert.Equal(t, "before", got.Changes[0].Name)
+	assert.Nil(t, got.Changes[0].Snapshot, "a deletion")
+	assert.Greater(t, got.Changes[0].Revision, r1)
 }

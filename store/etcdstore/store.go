@@ -107,13 +107,14 @@ type Options struct {
 }
 
 // Store is a [registry.Store] (with [registry.WatchableStore]),
-// [delegation.Store], [breaker.Store], [session.Store] and [audit.Store]
-// kept in etcd under one key prefix. Open it with [Open] and release it with
-// [Store.Close]. Several Stores — one per replica — may share a prefix:
-// that is what the store is for.
+// [delegation.Store], [breaker.Store] (with [breaker.WatchableStore]),
+// [session.Store] and [audit.Store] kept in etcd under one key prefix.
+// Open it with [Open] and release it with [Store.Close]. Several Stores —
+// one per replica — may share a prefix: that is what the store is for.
 //
 // A Store is safe for concurrent use by multiple goroutines and starts no
-// goroutines of its own ([Store.WatchAgents] runs on its caller's).
+// goroutines of its own ([Store.WatchAgents] and [Store.WatchBreakers]
+// run on their callers').
 //
 // The zero value is inert: every method returns an error wrapping
 // [ErrClosed], and Close returns nil.
@@ -288,9 +289,9 @@ func (s *Store) checkSchema(ctx context.Context, timeout time.Duration) (version
 }
 
 // Close cancels the calls in flight (they fail with [ErrClosed]), waits
-// for them, including [Store.WatchAgents] calls, and closes the etcd
-// client. Nothing is lost by closing: every write that returned nil is
-// committed in etcd. Close is idempotent and safe for concurrent use;
+// for them, watches included ([Store.WatchAgents],
+// [Store.WatchBreakers]), and closes the etcd client. Nothing is lost by
+// closing: every write that returned nil is committed in etcd. Close is idempotent and safe for concurrent use;
 // later calls return the first call's result.
 func (s *Store) Close() error {
 	if s.cli == nil {
