@@ -285,6 +285,12 @@ func TestE2ECommandLine(t *testing.T) {
 		assert.Contains(t, stdio["etcd-endpoints"], "$MESH_ETCD_ENDPOINTS")
 	}
 	assert.Contains(t, stdio["store"], "etcd")
+	if assert.Contains(t, stdio, "delegation-retention", "the stdio server keeps records too (SPEC 4.4)") {
+		assert.Contains(t, stdio["delegation-retention"], "$MESH_DELEGATION_RETENTION")
+	}
+	r = runCLI(t, nil, "", "--store", "memory", "--delegation-retention", "-1h")
+	assert.Equal(t, 2, r.code, "%s", r)
+	assert.Contains(t, r.stderr, "delegation-retention")
 	r = runCLI(t, nil, "", "serve", "--help")
 	flags := helpFlags(r.stderr)
 	for flag, env := range map[string]string{

@@ -67,6 +67,7 @@ func stdioFlags(cfg *meshConfig, allowHosts, logLevel *string, stderr io.Writer)
 	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
 	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running agentmesh serve on the same store to receive them)")
 	f.String(logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	retentionFlag(f, cfg)
 	routingFlags(f, &cfg.routing)
 	return f
 }
@@ -82,6 +83,9 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	}
 	if f.fs.NArg() > 0 {
 		return usageError(stderr, fmt.Errorf("unknown command %q (see agentmesh help)", f.fs.Arg(0)))
+	}
+	if err := cfg.checkRetention(); err != nil {
+		return usageError(stderr, err)
 	}
 	log, err := newLogger(stderr, logLevel, "text", "text")
 	if err != nil {

@@ -112,6 +112,21 @@ func (c routingConfig) check() error {
 	return nil
 }
 
+// retentionFlag declares --delegation-retention (SPEC 4.4), a flag of both
+// servers: each keeps delegation records in its store.
+func retentionFlag(f *flags, cfg *meshConfig) {
+	f.Duration(&cfg.delegationRetention, "delegation-retention", "MESH_DELEGATION_RETENTION", delegation.DefaultRetention,
+		"how long finished delegation records are kept (and at most 100,000 of them)")
+}
+
+// checkRetention refuses a retention that would keep nothing.
+func (cfg *meshConfig) checkRetention() error {
+	if cfg.delegationRetention <= 0 {
+		return fmt.Errorf("--delegation-retention must be positive, got %s", cfg.delegationRetention)
+	}
+	return nil
+}
+
 // mesh is the library wired together: one store, the registry, the
 // discovery index following it, the breakers and the delegation client.
 type mesh struct {

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentmesh/agentmesh/a2acard"
-	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/redact"
@@ -65,7 +64,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.rateLimit, "rate-limit", "MESH_RATE_LIMIT", "off", `request budget per token, e.g. "100/15m"; "off" for none`)
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
 	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
-	f.Duration(&cfg.mesh.delegationRetention, "delegation-retention", "MESH_DELEGATION_RETENTION", delegation.DefaultRetention, "how long finished delegation records are kept (and at most 100,000 of them)")
+	retentionFlag(f, &cfg.mesh)
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
@@ -83,8 +82,8 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 	if f.fs.NArg() > 0 {
 		return usageError(stderr, fmt.Errorf("serve takes no arguments, got %q", f.fs.Args()))
 	}
-	if cfg.mesh.delegationRetention <= 0 {
-		return usageError(stderr, fmt.Errorf("--delegation-retention must be positive, got %s", cfg.mesh.delegationRetention))
+	if err := cfg.mesh.checkRetention(); err != nil {
+		return usageError(stderr, err)
 	}
 	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
 	if err != nil {
