@@ -34,7 +34,11 @@
 //     the SSRF-safe HTTP client every outbound call uses.
 //   - [github.com/agentmesh/agentmesh/store/boltstore]: the default store,
 //     one bbolt file; [github.com/agentmesh/agentmesh/store/memstore] for
-//     tests and demos.
+//     tests and demos; [github.com/agentmesh/agentmesh/store/etcdstore]
+//     for several replicas sharing state.
+//   - [github.com/agentmesh/agentmesh/metrics] and
+//     [github.com/agentmesh/agentmesh/audit]: the Prometheus metrics and
+//     the persisted audit log, fed by the hooks of the packages above.
 //
 // # Getting started
 //
