@@ -17,7 +17,8 @@
 //     query (BM25F over an inverted index kept current from registry
 //     events); works standalone too.
 //   - [github.com/agentmesh/agentmesh/delegation]: hands tasks to agents
-//     over HTTP (POST /task, sync or async), MCP or in-process Go handlers,
+//     over HTTP (POST /task, sync or async), MCP, A2A or in-process Go
+//     handlers,
 //     with retries, per-agent circuit breakers
 //     ([github.com/agentmesh/agentmesh/breaker]) and durable records.
 //   - [github.com/agentmesh/agentmesh/routing]: the orchestrator —
