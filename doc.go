@@ -18,8 +18,7 @@
 //     events); works standalone too.
 //   - [github.com/agentmesh/agentmesh/delegation]: hands tasks to agents
 //     over HTTP (POST /task, sync or async), MCP, A2A or in-process Go
-//     handlers,
-//     with retries, per-agent circuit breakers
+//     handlers, with retries, per-agent circuit breakers
 //     ([github.com/agentmesh/agentmesh/breaker]) and durable records.
 //   - [github.com/agentmesh/agentmesh/routing]: the orchestrator —
 //     classifiers (lexical, LLM), the confidence gate, clarification and
