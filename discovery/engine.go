@@ -188,45 +188,9 @@ type Source interface {
 // Events that arrive while the snapshot is being indexed are queued and
 // applied after it, in order, so none is lost or applied out of order.
 func (e *Engine) Follow(src Source) (stop func()) {
-	f := &follower{e: e}
-	snapshot, cancel := src.Subscribe(f.event)
-	e.Reset(snapshot)
-	f.mu.Lock()
-	for _, ev := range f.pending {
-		e.Apply(ev)
-	}
-	f.pending, f.loaded = nil, true
-	f.mu.Unlock()
-
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			f.mu.Lock()
-			f.stopped = true
-			f.mu.Unlock()
-		})
-	}
-}
-
-// follower queues the events that arrive before Follow has indexed the
-// snapshot.
-type follower struct {
-	e       *Engine
-	mu      sync.Mutex
-	loaded  bool
-	stopped bool
-	pending []registry.Event
-}
-
-func (f *follower) event(ev registry.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case f.stopped:
-	case !f.loaded:
-		f.pending = append(f.pending, ev)
-	default:
-		f.e.Apply(ev)
-	}
+	stop, _ = registry.Follow(src, func(snapshot []registry.Agent) error {
+		e.Reset(snapshot)
+		return nil
+	}, e.Apply)
+	return stop
 }

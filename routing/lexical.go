@@ -297,64 +297,42 @@ type Source interface {
 // background trainer. Following a second source replaces the agents with
 // its snapshot; the changes of both are then applied.
 func (l *Lexical) Follow(src Source) (stop func()) {
-	f := &lexFollower{l: l}
-	snapshot, cancel := src.Subscribe(f.event)
+	stop, err := registry.Follow(src, l.load, l.Apply)
+	if err != nil {
+		return stop // closed
+	}
+	l.mu.Lock()
+	closed := l.closed
+	if !closed {
+		l.cancels = append(l.cancels, stop)
+	}
+	l.mu.Unlock()
+	if closed { // Close came while the snapshot was loading
+		stop()
+	}
+	return stop
+}
+
+// load takes the snapshot of a source for Follow: it replaces the agents,
+// starts the background trainer and trains once, so that Classify is ready
+// when Follow returns.
+func (l *Lexical) load(snapshot []registry.Agent) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		cancel()
-		return func() {}
+		return ErrClosed
 	}
 	l.initLocked()
 	l.resetLocked(snapshot)
-	l.cancels = append(l.cancels, cancel)
 	if !l.running {
 		l.running = true
 		go l.run()
 	}
 	l.mu.Unlock()
-
 	if err := l.train(context.Background()); err != nil {
 		l.logger().Error("routing: lexical training failed", "err", err)
 	}
-	f.mu.Lock()
-	for _, ev := range f.pending {
-		l.Apply(ev)
-	}
-	f.pending, f.loaded = nil, true
-	f.mu.Unlock()
-
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			f.mu.Lock()
-			f.stopped = true
-			f.mu.Unlock()
-		})
-	}
-}
-
-// lexFollower queues the events that arrive before Follow has applied the
-// snapshot.
-type lexFollower struct {
-	l       *Lexical
-	mu      sync.Mutex
-	loaded  bool
-	stopped bool
-	pending []registry.Event
-}
-
-func (f *lexFollower) event(ev registry.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case f.stopped:
-	case !f.loaded:
-		f.pending = append(f.pending, ev)
-	default:
-		f.l.Apply(ev)
-	}
+	return nil
 }
 
 // run is the background trainer: after a change it waits Debounce for

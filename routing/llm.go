@@ -307,53 +307,20 @@ func (l *LLM) Apply(ev registry.Event) {
 // agents before returning, then applies every change. stop ends the
 // following; it is idempotent. [LLM.Close] also ends it.
 func (l *LLM) Follow(src Source) (stop func()) {
-	f := &llmFollower{l: l}
-	snapshot, cancel := src.Subscribe(f.event)
-	if err := l.Reset(snapshot); err != nil {
-		cancel()
-		return func() {}
+	stop, err := registry.Follow(src, l.Reset, l.Apply)
+	if err != nil {
+		return stop // closed
 	}
 	l.mu.Lock()
-	l.cancels = append(l.cancels, cancel)
+	closed := l.closed
+	if !closed {
+		l.cancels = append(l.cancels, stop)
+	}
 	l.mu.Unlock()
-	f.mu.Lock()
-	for _, ev := range f.pending {
-		l.Apply(ev)
+	if closed { // Close came while the snapshot was loading
+		stop()
 	}
-	f.pending, f.loaded = nil, true
-	f.mu.Unlock()
-
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			f.mu.Lock()
-			f.stopped = true
-			f.mu.Unlock()
-		})
-	}
-}
-
-// llmFollower queues the events that arrive before Follow has applied the
-// snapshot.
-type llmFollower struct {
-	l       *LLM
-	mu      sync.Mutex
-	loaded  bool
-	stopped bool
-	pending []registry.Event
-}
-
-func (f *llmFollower) event(ev registry.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case f.stopped:
-	case !f.loaded:
-		f.pending = append(f.pending, ev)
-	default:
-		f.l.Apply(ev)
-	}
+	return stop
 }
 
 // Close ends every [LLM.Follow]; Classify then returns [ErrClosed]. It does
