@@ -315,25 +315,6 @@ func decodeOutcome(r io.Reader) (Outcome, error) {
 	return out, nil
 }
 
-// newID returns a random (version 4) UUID.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
-}
-
 // taskHash is the first 8 bytes of the task's SHA-256, in hex: what the
 // logs carry instead of the task text.
 func taskHash(task string) string {

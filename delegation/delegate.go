@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
@@ -97,7 +99,7 @@ func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err err
 	}
 	now := c.now()
 	rec = Record{
-		ID:          newID(),
+		ID:          uuid.NewString(),
 		SourceAgent: req.SourceAgent,
 		TargetAgent: p.agent.Name,
 		Task:        req.Task,

@@ -2,7 +2,6 @@ package routing
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmesh/agentmesh/breaker"
@@ -417,7 +417,7 @@ func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err er
 	}
 	t = &turn{req: req, id: req.RequestID, user: req.identity(), start: r.now(), text: req.Input}
 	if t.id == "" {
-		t.id = newRequestID()
+		t.id = uuid.NewString()
 	}
 	if r.sessions == nil {
 		t.user = ""
@@ -661,14 +661,4 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
-}
-
-// newRequestID returns a random (version 4) UUID.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -811,7 +812,7 @@ func TestNewRouterRequiresParts(t *testing.T) {
 }
 
 func TestIsUUID(t *testing.T) {
-	assert.True(t, isUUID(newRequestID()))
+	assert.True(t, isUUID(uuid.NewString()))
 	assert.True(t, isUUID("00000000-0000-0000-0000-000000000000"))
 	assert.False(t, isUUID("0f8fad5b-d9cb-469f-a165-70867728950"))
 	assert.False(t, isUUID("0f8fad5bxd9cb-469f-a165-70867728950e"))

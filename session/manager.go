@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Defaults of [Options].
@@ -268,7 +270,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		return Session{}, false, fmt.Errorf("session: get or create: %w", err)
 	}
 	fresh := Session{
-		ID:            newID(),
+		ID:            uuid.NewString(),
 		UserID:        p.UserID,
 		EmployeeID:    p.EmployeeID,
 		Status:        StatusActive,
@@ -489,7 +491,7 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 		state = map[string]any{}
 	}
 	fresh := Session{
-		ID:            newID(),
+		ID:            uuid.NewString(),
 		UserID:        prior.UserID,
 		EmployeeID:    prior.EmployeeID,
 		Status:        StatusActive,
