@@ -162,7 +162,7 @@ func (t *tools) handleMessage(ctx context.Context, in HandleMessageArgs) (*mcp.C
 		RequestID:   in.RequestID,
 		EntryPoint:  ToolHandleMessage,
 	}
-	if isUUID(in.SessionID) {
+	if routing.IsSessionID(in.SessionID) {
 		req.SessionID = in.SessionID
 	}
 	resp, err := t.router.Handle(ctx, req)
@@ -207,25 +207,4 @@ func routingFailure(err error) error {
 		return &toolError{CodeUnavailable, "no agent is available to take the message; retry later"}
 	}
 	return err
-}
-
-// isUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

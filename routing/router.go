@@ -322,7 +322,7 @@ func (req *Request) validate() error {
 		return fmt.Errorf("%w: input is %d characters, more than %d", ErrInvalidRequest, n, MaxInputRunes)
 	case strings.TrimSpace(req.Input) == "":
 		return fmt.Errorf("%w: input is blank", ErrInvalidRequest)
-	case req.SessionID != "" && !isUUID(req.SessionID):
+	case req.SessionID != "" && !IsSessionID(req.SessionID):
 		return fmt.Errorf("%w: session_id is not a UUID", ErrInvalidRequest)
 	case len(req.UserID) > session.MaxUserIDLen:
 		return fmt.Errorf("%w: user_id is longer than %d bytes", ErrInvalidRequest, session.MaxUserIDLen)
@@ -641,24 +641,10 @@ func localeLanguage(locale string) string {
 	return "en"
 }
 
-// isUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form
-// (any version, either case).
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
+// IsSessionID reports whether s has the form of a session id: a UUID in
+// its canonical 8-4-4-4-12 hex form (any version, either case). Braced,
+// URN and unhyphenated forms, which uuid.Parse also takes, are not
+// session ids.
+func IsSessionID(s string) bool {
+	return len(s) == 36 && uuid.Validate(s) == nil
 }

@@ -811,12 +811,17 @@ func TestNewRouterRequiresParts(t *testing.T) {
 	assert.Empty(t, resp.SessionID)
 }
 
-func TestIsUUID(t *testing.T) {
-	assert.True(t, isUUID(uuid.NewString()))
-	assert.True(t, isUUID("00000000-0000-0000-0000-000000000000"))
-	assert.False(t, isUUID("0f8fad5b-d9cb-469f-a165-70867728950"))
-	assert.False(t, isUUID("0f8fad5bxd9cb-469f-a165-70867728950e"))
-	assert.False(t, isUUID("0f8fad5b-d9cb-469f-a165-70867728950g"))
+func TestIsSessionID(t *testing.T) {
+	assert.True(t, IsSessionID(uuid.NewString()))
+	assert.True(t, IsSessionID("00000000-0000-0000-0000-000000000000"))
+	assert.True(t, IsSessionID("0F8FAD5B-D9CB-469F-A165-70867728950E"), "either case")
+	assert.False(t, IsSessionID("0f8fad5b-d9cb-469f-a165-70867728950"))
+	assert.False(t, IsSessionID("0f8fad5bxd9cb-469f-a165-70867728950e"))
+	assert.False(t, IsSessionID("0f8fad5b-d9cb-469f-a165-70867728950g"))
+	assert.False(t, IsSessionID("{0f8fad5b-d9cb-469f-a165-70867728950e}"), "braced form")
+	assert.False(t, IsSessionID("urn:uuid:0f8fad5b-d9cb-469f-a165-70867728950e"), "URN form")
+	assert.False(t, IsSessionID("0f8fad5bd9cb469fa16570867728950e"), "unhyphenated form")
+	assert.False(t, IsSessionID(""))
 }
 
 func TestRouterWithLexical(t *testing.T) {
