@@ -72,18 +72,7 @@ func (s *Server) importAgent(w *recorder, r *http.Request) {
 		refused(fieldError("cardUrl", "%s", err.Error()))
 		return
 	}
-	stored, created, err := s.reg.Register(r.Context(), a)
-	s.auditRegister(w, a, created, "import", err)
-	if err != nil {
-		s.fail(w, registryError(err))
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		w.Header().Set("Location", s.publicURL+"/v1/agents/"+url.PathEscape(stored.Name))
-	}
-	writeJSON(w, status, stored)
+	s.register(w, r, a, "import")
 }
 
 // checkCardURL checks the shape of a card URL and the rules of the endpoint

@@ -156,8 +156,15 @@ func (s *Server) registerAgent(w *recorder, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	s.register(w, r, a, "")
+}
+
+// register registers a, audits it (via says how it came: "" for the API,
+// "import" for a card import) and answers 201 with a Location when the
+// agent is new, 200 when it replaced one.
+func (s *Server) register(w *recorder, r *http.Request, a registry.Agent, via string) {
 	stored, created, err := s.reg.Register(r.Context(), a)
-	s.auditRegister(w, a, created, "", err)
+	s.auditRegister(w, a, created, via, err)
 	if err != nil {
 		s.fail(w, registryError(err))
 		return
