@@ -84,6 +84,32 @@ type evalFile struct {
 	Count int    `json:"count"`
 }
 
+// evalUsageError returns the usage error of `agentmesh eval cmd`: it
+// prints the message and the usage to stderr and returns exit code 2.
+func evalUsageError(stderr io.Writer, cmd string) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "agentmesh eval "+cmd+": "+format+"\n\n%s", append(a, evalUsage)...)
+		return 2
+	}
+}
+
+// parseEvalFlags parses the flags of an eval sub-command, which takes no
+// arguments. done is true when the command must stop with code: after
+// -help (0) or a usage error (2).
+func parseEvalFlags(fs *flag.FlagSet, args []string, stdout io.Writer, usageErr func(string, ...any) int) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, evalUsage)
+			return 0, true
+		}
+		return usageErr("%v", err), true
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0)), true
+	}
+	return 0, false
+}
+
 func runEvalDiscovery(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agentmesh eval discovery", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, with the usage
@@ -93,20 +119,11 @@ func runEvalDiscovery(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&queriesFile, "queries", "", "queries file (JSON Lines)")
 	fs.StringVar(&scorer, "scorer", string(discovery.ScorerBM25), "bm25 or overlap")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "agentmesh eval discovery: "+format+"\n\n%s", append(a, evalUsage)...)
-		return 2
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, evalUsage)
-			return 0
-		}
-		return usageErr("%v", err)
+	usageErr := evalUsageError(stderr, "discovery")
+	if code, done := parseEvalFlags(fs, args, stdout, usageErr); done {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	case corpusFile == "":
 		return usageErr("--corpus is required")
 	case queriesFile == "":
@@ -207,20 +224,11 @@ func runEvalRouting(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&domainsFile, "domains", "", "intent → domain map (JSON)")
 	fs.BoolVar(&oosExamples, "oos-examples", true, "the default agent learns from the oos training utterances")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "agentmesh eval routing: "+format+"\n\n%s", append(a, evalUsage)...)
-		return 2
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, evalUsage)
-			return 0
-		}
-		return usageErr("%v", err)
+	usageErr := evalUsageError(stderr, "routing")
+	if code, done := parseEvalFlags(fs, args, stdout, usageErr); done {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	case trainFile == "":
 		return usageErr("--train is required")
 	case testFile == "":
