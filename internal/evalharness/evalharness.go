@@ -76,7 +76,7 @@ func LoadCorpus(path string) ([]registry.Agent, error) {
 func ReadCorpus(r io.Reader, file string) ([]registry.Agent, error) {
 	var agents []registry.Agent
 	seen := make(map[string]int)
-	err := eachLine(r, file, func(line int, data []byte) error {
+	err := EachLine(r, file, func(line int, data []byte) error {
 		var c corpusLine
 		if err := json.Unmarshal(data, &c); err != nil {
 			return &DataError{file, line, "invalid JSON: " + err.Error()}
@@ -137,7 +137,7 @@ func LoadQueries(path string) ([]Query, error) {
 // relevant id. Blank lines are skipped.
 func ReadQueries(r io.Reader, file string) ([]Query, error) {
 	var qs []Query
-	err := eachLine(r, file, func(line int, data []byte) error {
+	err := EachLine(r, file, func(line int, data []byte) error {
 		var q Query
 		if err := json.Unmarshal(data, &q); err != nil {
 			return &DataError{file, line, "invalid JSON: " + err.Error()}
@@ -158,12 +158,15 @@ func ReadQueries(r io.Reader, file string) ([]Query, error) {
 	return qs, err
 }
 
-// maxLine bounds one JSON line.
-const maxLine = 16 << 20
+// MaxLine bounds one line of a JSON Lines file.
+const MaxLine = 16 << 20
 
-func eachLine(r io.Reader, file string, fn func(line int, data []byte) error) error {
+// EachLine calls fn with every non-blank line of r (trimmed) and its
+// 1-based number, stopping at fn's first error. A line over MaxLine is a
+// *DataError; file names r in errors.
+func EachLine(r io.Reader, file string, fn func(line int, data []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -177,7 +180,7 @@ func eachLine(r io.Reader, file string, fn func(line int, data []byte) error) er
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return &DataError{file, line + 1, fmt.Sprintf("line longer than %d bytes", maxLine)}
+			return &DataError{file, line + 1, fmt.Sprintf("line longer than %d bytes", MaxLine)}
 		}
 		return fmt.Errorf("%s: %w", file, err)
 	}

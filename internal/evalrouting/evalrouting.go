@@ -10,12 +10,9 @@
 package evalrouting
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,9 +47,6 @@ type utteranceLine struct {
 	Label  string `json:"label"`
 }
 
-// maxLine bounds one JSON line.
-const maxLine = 1 << 20
-
 // LoadUtterances reads a file of JSON Lines {"text", "intent"} (as
 // CLINC150's). Blank lines are skipped. Errors about the content are
 // *evalharness.DataError values naming the file and line.
@@ -68,33 +62,23 @@ func LoadUtterances(path string) ([]Utterance, error) {
 // ReadUtterances reads utterances from r; file names r in errors.
 func ReadUtterances(r io.Reader, file string) ([]Utterance, error) {
 	var out []Utterance
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		data := bytes.TrimSpace(sc.Bytes())
-		if len(data) == 0 {
-			continue
-		}
+	err := evalharness.EachLine(r, file, func(line int, data []byte) error {
 		var u utteranceLine
 		if err := json.Unmarshal(data, &u); err != nil {
-			return nil, &evalharness.DataError{File: file, Line: line, Msg: "invalid JSON: " + err.Error()}
+			return &evalharness.DataError{File: file, Line: line, Msg: "invalid JSON: " + err.Error()}
 		}
 		label := cmp.Or(u.Intent, u.Label)
 		switch {
 		case strings.TrimSpace(u.Text) == "":
-			return nil, &evalharness.DataError{File: file, Line: line, Msg: `utterance has no "text"`}
+			return &evalharness.DataError{File: file, Line: line, Msg: `utterance has no "text"`}
 		case label == "":
-			return nil, &evalharness.DataError{File: file, Line: line, Msg: `utterance has no "intent"`}
+			return &evalharness.DataError{File: file, Line: line, Msg: `utterance has no "intent"`}
 		}
 		out = append(out, Utterance{Text: u.Text, Label: label, File: file, Line: line})
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &evalharness.DataError{File: file, Line: line + 1, Msg: fmt.Sprintf("line longer than %d bytes", maxLine)}
-		}
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, &evalharness.DataError{File: file, Msg: "no utterances"}
