@@ -1,9 +1,12 @@
 package delegation
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
 // Status is the state of a delegation (SPEC 4).
@@ -80,6 +83,29 @@ type Record struct {
 	// SecretHash is the SHA-256 of the async callback secret. Stored, never
 	// returned by read paths.
 	SecretHash []byte `json:"secretHash,omitempty"`
+}
+
+// Clone returns a deep copy of r: its byte slices, times and response are
+// copied, and the response's WorkflowState at every depth.
+func (r Record) Clone() Record {
+	r.Result = bytes.Clone(r.Result)
+	r.SecretHash = bytes.Clone(r.SecretHash)
+	if r.Response != nil {
+		resp := *r.Response
+		resp.WorkflowState = jsonvalue.CloneMap(resp.WorkflowState)
+		r.Response = &resp
+	}
+	r.FinishedAt = clonePtr(r.FinishedAt)
+	r.Deadline = clonePtr(r.Deadline)
+	return r
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // Public returns a copy of r for read paths: without the callback secret

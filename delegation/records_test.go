@@ -457,3 +457,27 @@ func TestListFilterPageAndStatusSet(t *testing.T) {
 		assert.Equal(t, tc.none, none, "%+v", tc.f)
 	}
 }
+
+func TestRecordClone(t *testing.T) {
+	done := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	orig := delegation.Record{
+		ID: "d1", Result: []byte(`"ok"`), SecretHash: []byte{1, 2},
+		Response:   &delegation.AgentResponse{Content: "ok", WorkflowState: map[string]any{"step": []any{"a"}}},
+		FinishedAt: &done, Deadline: &done,
+	}
+	c := orig.Clone()
+	assert.Equal(t, orig, c)
+	c.Result[0] = 'x'
+	c.SecretHash[0] = 9
+	c.Response.Content = "changed"
+	c.Response.WorkflowState["step"].([]any)[0] = "b"
+	*c.FinishedAt = done.Add(time.Hour)
+	*c.Deadline = done.Add(time.Hour)
+	assert.Equal(t, `"ok"`, string(orig.Result))
+	assert.Equal(t, []byte{1, 2}, orig.SecretHash)
+	assert.Equal(t, "ok", orig.Response.Content)
+	assert.Equal(t, "a", orig.Response.WorkflowState["step"].([]any)[0])
+	assert.Equal(t, done, *orig.FinishedAt)
+	assert.Equal(t, done, *orig.Deadline)
+	assert.Nil(t, delegation.Record{}.Clone().Result, "nil stays nil")
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
 // Defaults of [Options].
@@ -277,7 +279,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		ActiveAgent:   p.ActiveAgent,
 		TurnHistory:   []Turn{},
 		WorkflowState: map[string]any{},
-		Metadata:      cloneMap(p.Metadata),
+		Metadata:      jsonvalue.CloneMap(p.Metadata),
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(m.ttl),
@@ -336,7 +338,7 @@ func (m *Manager) AppendTurns(ctx context.Context, id string, turns ...Turn) (Se
 // with a copy of state (nil means empty).
 func (m *Manager) SetWorkflowState(ctx context.Context, id string, state map[string]any) (Session, error) {
 	return m.update(ctx, "set workflow state of", id, func(s *Session, _ time.Time) error {
-		s.WorkflowState = cloneMap(state)
+		s.WorkflowState = jsonvalue.CloneMap(state)
 		if s.WorkflowState == nil {
 			s.WorkflowState = map[string]any{}
 		}
@@ -481,7 +483,7 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 	if err != nil {
 		return Session{}, fmt.Errorf("session: resume %s: %w", id, err)
 	}
-	meta := cloneMap(prior.Metadata)
+	meta := jsonvalue.CloneMap(prior.Metadata)
 	if meta == nil {
 		meta = map[string]any{}
 	}

@@ -2,9 +2,10 @@ package session
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
 // Status is the lifecycle state of a [Session].
@@ -104,42 +105,11 @@ func (s Session) ExpiredAt(now time.Time) bool {
 // numbers) are immutable or shared.
 func (s Session) Clone() Session {
 	s.TurnHistory = slices.Clone(s.TurnHistory)
-	s.WorkflowState = cloneMap(s.WorkflowState)
-	s.Metadata = cloneMap(s.Metadata)
+	s.WorkflowState = jsonvalue.CloneMap(s.WorkflowState)
+	s.Metadata = jsonvalue.CloneMap(s.Metadata)
 	if s.PendingClarification != nil {
 		c := *s.PendingClarification
 		s.PendingClarification = &c
 	}
 	return s
-}
-
-// cloneMap deep-copies a decoded-JSON-like map, keeping nil apart from
-// empty.
-func cloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	m = maps.Clone(m)
-	for k, v := range m {
-		m[k] = cloneValue(v)
-	}
-	return m
-}
-
-// cloneValue deep-copies the maps and slices of a decoded-JSON-like value.
-func cloneValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		return cloneMap(v)
-	case []any:
-		if v == nil {
-			return v
-		}
-		s := slices.Clone(v)
-		for i, e := range s {
-			s[i] = cloneValue(e)
-		}
-		return s
-	}
-	return v
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +47,7 @@ func (s *Store) PutDelegations(ctx context.Context, recs []delegation.Record) er
 	}
 	copies := make([]delegation.Record, len(recs))
 	for i := range recs {
-		copies[i] = cloneRecord(recs[i])
+		copies[i] = recs[i].Clone()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +115,7 @@ func (s *Store) UpdateDelegation(ctx context.Context, id string, fn func(cur *de
 		if next.ID != id {
 			return fmt.Errorf("memstore: update delegation %q: the update function changed the id to %q", id, next.ID)
 		}
-		done, err := s.commitDelegation(rev, cloneRecord(*next))
+		done, err := s.commitDelegation(rev, next.Clone())
 		if done || err != nil {
 			return err
 		}
@@ -134,7 +133,7 @@ func (s *Store) readDelegation(id string) (delegation.Record, uint64, error) {
 	if !ok {
 		return delegation.Record{}, 0, fmt.Errorf("memstore: delegation %q: %w", id, delegation.ErrNotFound)
 	}
-	return cloneRecord(r.rec), r.rev, nil
+	return r.rec.Clone(), r.rev, nil
 }
 
 // commitDelegation stores next if its record still has revision rev, and
@@ -173,7 +172,7 @@ func (s *Store) GetDelegation(ctx context.Context, id string) (delegation.Record
 	if !ok {
 		return delegation.Record{}, fmt.Errorf("memstore: delegation %q: %w", id, delegation.ErrNotFound)
 	}
-	return cloneRecord(r.rec), nil
+	return r.rec.Clone(), nil
 }
 
 // ListDelegations implements [delegation.Store.ListDelegations]: deep
@@ -204,7 +203,7 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 			offset--
 			continue
 		}
-		out = append(out, cloneRecord(*rec))
+		out = append(out, rec.Clone())
 	}
 	return out, nil
 }
@@ -257,64 +256,4 @@ func finishTime(rec *delegation.Record) time.Time {
 		return *rec.FinishedAt
 	}
 	return rec.UpdatedAt
-}
-
-// cloneRecord returns a deep copy of r. Values in the WorkflowState of
-// r.Response are copied when they are maps, slices or JSON types; values
-// of other types are shared.
-func cloneRecord(r delegation.Record) delegation.Record {
-	r.Result = cloneBytes(r.Result)
-	r.SecretHash = cloneBytes(r.SecretHash)
-	if r.Response != nil {
-		resp := *r.Response
-		if resp.WorkflowState != nil {
-			resp.WorkflowState = cloneValue(resp.WorkflowState).(map[string]any)
-		}
-		r.Response = &resp
-	}
-	r.FinishedAt = clonePtr(r.FinishedAt)
-	r.Deadline = clonePtr(r.Deadline)
-	return r
-}
-
-// cloneBytes copies b, keeping nil and empty apart.
-func cloneBytes[S ~[]byte](b S) S {
-	if b == nil {
-		return nil
-	}
-	return append(S{}, b...)
-}
-
-func clonePtr[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-// cloneValue deep-copies the maps and slices of a decoded-JSON-like
-// value.
-func cloneValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		if v == nil {
-			return v
-		}
-		m := maps.Clone(v)
-		for k, e := range m {
-			m[k] = cloneValue(e)
-		}
-		return m
-	case []any:
-		if v == nil {
-			return v
-		}
-		s := slices.Clone(v)
-		for i, e := range s {
-			s[i] = cloneValue(e)
-		}
-		return s
-	}
-	return v
 }
