@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/evalrouting"
+	"github.com/agentmesh/agentmesh/internal/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 )
@@ -145,7 +146,7 @@ func BenchmarkTrain(b *testing.B) {
 // being served (Debounce off), with 150 agents × 100 examples.
 func BenchmarkRetrain(b *testing.B) {
 	agents, _ := lexBenchAgents(b)
-	src := &lexSource{agents: agents}
+	src := registrytest.NewSource(agents...)
 	l := routing.NewLexical(&routing.LexicalOptions{Debounce: -1})
 	defer l.Close()
 	defer l.Follow(src)()
@@ -154,7 +155,7 @@ func BenchmarkRetrain(b *testing.B) {
 	for b.Loop() {
 		a := agents[i%len(agents)]
 		a.Examples = append(a.Examples[:len(a.Examples):len(a.Examples)], fmt.Sprintf("one more example %d", i))
-		src.emit(registry.Event{Type: registry.EventPut, Agent: a})
+		src.Emit(registry.Event{Type: registry.EventPut, Agent: a})
 		if err := l.Sync(ctx); err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -165,37 +166,10 @@ func lexHelpDeskInternal() []registry.Agent {
 	}
 }
 
-// lexFakeSource delivers events on demand.
-type lexFakeSource struct {
-	mu     sync.Mutex
-	agents []registry.Agent
-	fn     func(registry.Event)
-}
-
-func (s *lexFakeSource) Subscribe(fn func(registry.Event)) ([]registry.Agent, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fn = fn
-	return s.agents, func() {
-		s.mu.Lock()
-		s.fn = nil
-		s.mu.Unlock()
-	}
-}
-
-func (s *lexFakeSource) emit(ev registry.Event) {
-	s.mu.Lock()
-	fn := s.fn
-	s.mu.Unlock()
-	if fn != nil {
-		fn(ev)
-	}
-}
-
 func TestRetrainDoesNotBlockClassify(t *testing.T) {
 	l := NewLexical(&LexicalOptions{Debounce: -1})
 	defer l.Close()
-	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	src := registrytest.NewSource(lexHelpDeskInternal()...)
 	defer l.Follow(src)()
 	ctx := context.Background()
 	before := l.model.Load()
@@ -211,7 +185,7 @@ func TestRetrainDoesNotBlockClassify(t *testing.T) {
 		<-release
 	}
 	l.trainMu.Unlock()
-	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
 	<-entered
 
 	// While it trains, Classify answers at once from the previous model
@@ -255,32 +229,32 @@ func TestRetrainDoesNotBlockClassify(t *testing.T) {
 func TestRetrainCoalescesBursts(t *testing.T) {
 	l := NewLexical(&LexicalOptions{Debounce: 100 * time.Millisecond})
 	defer l.Close()
-	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	src := registrytest.NewSource(lexHelpDeskInternal()...)
 	defer l.Follow(src)()
 	var trainings atomic.Int64
 	l.trainMu.Lock()
 	l.onTrain = func() { trainings.Add(1) }
 	l.trainMu.Unlock()
 	for i := range 50 {
-		src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
+		src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
 			Name: "burst", Examples: []string{"burst example", string(rune('a' + i%26))}}})
 	}
 	// A heartbeat or an unchanged re-registration needs no training.
-	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[0]})
+	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[0]})
 	require.NoError(t, l.Sync(context.Background()))
 	assert.Equal(t, int64(1), trainings.Load(), "50 changes within the debounce window cost one training")
 
-	src.emit(registry.Event{Type: registry.EventPut, Agent: lexHelpDeskInternal()[0]})
-	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[1]})
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: lexHelpDeskInternal()[0]})
+	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: lexHelpDeskInternal()[1]})
 	require.NoError(t, l.Sync(context.Background()))
 	assert.Equal(t, int64(1), trainings.Load(), "nothing the classifier learns from changed")
 }
 
 func TestCloseStopsTrainer(t *testing.T) {
 	l := NewLexical(&LexicalOptions{Debounce: time.Hour})
-	src := &lexFakeSource{agents: lexHelpDeskInternal()}
+	src := registrytest.NewSource(lexHelpDeskInternal()...)
 	l.Follow(src)
-	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"x"}}})
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"x"}}})
 	require.NoError(t, l.Close())
 	select {
 	case <-l.done:
@@ -290,7 +264,7 @@ func TestCloseStopsTrainer(t *testing.T) {
 
 	// Close abandons a training in progress.
 	l = NewLexical(&LexicalOptions{Debounce: -1})
-	l.Follow(&lexFakeSource{agents: lexHelpDeskInternal()})
+	l.Follow(registrytest.NewSource(lexHelpDeskInternal()...))
 	entered := make(chan struct{})
 	l.trainMu.Lock()
 	l.onTrain = func() { close(entered) }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -233,33 +234,6 @@ func TestClassificationJSON(t *testing.T) {
 		"entities":{},"candidates":[{"agent_id":"a","score":0.9}]}`, string(b))
 }
 
-// lexSource is a registry stand-in that delivers events on demand.
-type lexSource struct {
-	mu     sync.Mutex
-	agents []registry.Agent
-	fn     func(registry.Event)
-}
-
-func (s *lexSource) Subscribe(fn func(registry.Event)) ([]registry.Agent, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fn = fn
-	return s.agents, func() {
-		s.mu.Lock()
-		s.fn = nil
-		s.mu.Unlock()
-	}
-}
-
-func (s *lexSource) emit(ev registry.Event) {
-	s.mu.Lock()
-	fn := s.fn
-	s.mu.Unlock()
-	if fn != nil {
-		fn(ev)
-	}
-}
-
 func TestLexicalFollowRegistry(t *testing.T) {
 	ctx := context.Background()
 	reg, err := registry.New(ctx, memstore.New(), nil)
@@ -323,7 +297,7 @@ func TestLexicalStaleAgents(t *testing.T) {
 	}
 	agents[2].TTLSeconds = 30 // timer
 	agents[3].TTLSeconds = 30 // the default agent
-	src := &lexSource{agents: agents}
+	src := registrytest.NewSource(agents...)
 	l := routing.NewLexical(&routing.LexicalOptions{Now: clock, Debounce: time.Hour})
 	defer l.Close()
 	defer l.Follow(src)()
@@ -340,23 +314,23 @@ func TestLexicalStaleAgents(t *testing.T) {
 	// A heartbeat revives it at once (no retraining: Debounce is an hour).
 	hb := agents[2]
 	hb.LastSeen = clock()
-	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: hb})
+	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: hb})
 	assert.Equal(t, "timer", lexClassify(t, l, "set a timer for 10 minutes").AgentID)
 
 	// All specialists gone: the default agent, else no agents.
 	for _, a := range agents[:3] {
-		src.emit(registry.Event{Type: registry.EventDelete, Agent: a})
+		src.Emit(registry.Event{Type: registry.EventDelete, Agent: a})
 	}
 	_, err := l.Classify(context.Background(), "set a timer")
 	assert.ErrorIs(t, err, routing.ErrNoAgents, "the default agent is stale too")
 	def := agents[3]
 	def.LastSeen = clock()
-	src.emit(registry.Event{Type: registry.EventHeartbeat, Agent: def})
+	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: def})
 	assert.Equal(t, "fallback", lexClassify(t, l, "set a timer").AgentID)
 }
 
 func TestLexicalClose(t *testing.T) {
-	src := &lexSource{agents: lexHelpDesk()}
+	src := registrytest.NewSource(lexHelpDesk()...)
 	l := routing.NewLexical(nil)
 	l.Follow(src)
 	require.NoError(t, l.Close())
@@ -365,18 +339,14 @@ func TestLexicalClose(t *testing.T) {
 	assert.ErrorIs(t, err, routing.ErrClosed)
 	assert.ErrorIs(t, l.Reset(context.Background(), lexHelpDesk()), routing.ErrClosed)
 	assert.ErrorIs(t, l.Sync(context.Background()), routing.ErrClosed)
-	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"x"}}})
-	src.mu.Lock()
-	assert.Nil(t, src.fn, "Close cancelled the subscription")
-	src.mu.Unlock()
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"x"}}})
+	assert.False(t, src.Subscribed(), "Close cancelled the subscription")
 	l.Follow(src)() // following a closed classifier does nothing
-	src.mu.Lock()
-	assert.Nil(t, src.fn)
-	src.mu.Unlock()
+	assert.False(t, src.Subscribed())
 
 	// Concurrent Close calls all return after the trainer stopped.
 	l = routing.NewLexical(nil)
-	l.Follow(&lexSource{agents: lexHelpDesk()})
+	l.Follow(registrytest.NewSource(lexHelpDesk()...))
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() { assert.NoError(t, l.Close()) })
@@ -387,9 +357,9 @@ func TestLexicalClose(t *testing.T) {
 func TestLexicalSyncCanceled(t *testing.T) {
 	l := routing.NewLexical(&routing.LexicalOptions{Debounce: time.Hour})
 	defer l.Close()
-	src := &lexSource{agents: lexHelpDesk()}
+	src := registrytest.NewSource(lexHelpDesk()...)
 	defer l.Follow(src)()
-	src.emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"xylophone lessons"}}})
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "x", Examples: []string{"xylophone lessons"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, l.Sync(ctx), context.DeadlineExceeded, "the trainer waits an hour")
@@ -402,7 +372,7 @@ func TestLexicalConcurrent(t *testing.T) {
 	// with -race).
 	l := routing.NewLexical(&routing.LexicalOptions{Debounce: time.Millisecond})
 	defer l.Close()
-	src := &lexSource{agents: lexHelpDesk()}
+	src := registrytest.NewSource(lexHelpDesk()...)
 	defer l.Follow(src)()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -430,7 +400,7 @@ func TestLexicalConcurrent(t *testing.T) {
 	}
 	for i := range 20 {
 		a := registry.Agent{Name: "extra", Examples: []string{"extra example number", time.Duration(i).String()}}
-		src.emit(registry.Event{Type: registry.EventPut, Agent: a})
+		src.Emit(registry.Event{Type: registry.EventPut, Agent: a})
 		if i%5 == 0 {
 			assert.NoError(t, l.Retrain(ctx))
 		}

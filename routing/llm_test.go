@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/registrytest"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -660,29 +661,10 @@ func TestNewLLMOptions(t *testing.T) {
 	assert.Equal(t, "billing", c.AgentID)
 }
 
-// llmFakeSource is a registry stand-in for Follow.
-type llmFakeSource struct {
-	mu       sync.Mutex
-	agents   []registry.Agent
-	fn       func(registry.Event)
-	canceled bool
-}
-
-func (s *llmFakeSource) Subscribe(fn func(registry.Event)) ([]registry.Agent, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fn = fn
-	return s.agents, func() {
-		s.mu.Lock()
-		s.canceled = true
-		s.mu.Unlock()
-	}
-}
-
 func TestLLMFollow(t *testing.T) {
 	f := newLLMFake(t, llmAnswerWith(llmVerdict("general", 0.3)))
 	l := newTestLLM(t, f, nil)
-	src := &llmFakeSource{agents: []registry.Agent{{Name: "general", IsDefault: true, Description: "all"}}}
+	src := registrytest.NewSource(registry.Agent{Name: "general", IsDefault: true, Description: "all"})
 	stop := l.Follow(src)
 
 	enum := func() []any {
@@ -694,18 +676,18 @@ func TestLLMFollow(t *testing.T) {
 	}
 	assert.Equal(t, []any{"general"}, enum())
 
-	src.fn(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
 		Name: "hr", Description: "leave", Auth: &registry.Auth{Type: registry.AuthBearer, Token: "agent-secret"},
 	}})
 	assert.Equal(t, []any{"general", "hr"}, enum())
 	assert.NotContains(t, string(f.exchange(f.count()-1).raw), "agent-secret")
 
-	src.fn(registry.Event{Type: registry.EventDelete, Agent: registry.Agent{Name: "hr"}})
+	src.Emit(registry.Event{Type: registry.EventDelete, Agent: registry.Agent{Name: "hr"}})
 	assert.Equal(t, []any{"general"}, enum())
 
 	stop()
-	assert.True(t, src.canceled)
-	src.fn(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "late", Description: "x"}})
+	assert.True(t, src.Canceled())
+	src.EmitLate(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "late", Description: "x"}})
 	assert.Equal(t, []any{"general"}, enum(), "no changes after stop")
 
 	require.NoError(t, l.Close())
