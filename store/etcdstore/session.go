@@ -212,12 +212,22 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(cur *sessi
 		return fmt.Errorf("etcdstore: update session %q: nil function", id)
 	}
 	op := fmt.Sprintf("update session %q", id)
+	return s.updateLocked(ctx, op, s.sessionKey(id), func(c *call, ls *leases) (bool, error) {
+		return s.updateSessionOnce(c, ls, op, id, fn)
+	})
+}
+
+// updateLocked runs a session write: it holds the Store's lock of key
+// (so writers of this Store do not conflict with each other) and calls
+// once until it reports done, reading again after a failed comparison or
+// a conflict, releasing the leases granted by a failed attempt.
+func (s *Store) updateLocked(ctx context.Context, op, key string, once func(c *call, ls *leases) (done bool, err error)) error {
 	c, err := s.begin(ctx, op, true)
 	if err != nil {
 		return err
 	}
 	defer c.end()
-	unlock, err := s.lockKey(c.ctx, s.sessionKey(id))
+	unlock, err := s.lockKey(c.ctx, key)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -225,7 +235,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(cur *sessi
 	ls := &leases{c: c}
 	defer ls.release()
 	for {
-		done, err := s.updateSessionOnce(c, ls, op, id, fn)
+		done, err := once(c, ls)
 		switch {
 		case done:
 			return err
@@ -308,33 +318,9 @@ func (s *Store) UpdateActiveSession(ctx context.Context, userID string, fn func(
 	case userID == "":
 		return errors.New("etcdstore: update active session: empty user id")
 	}
-	const op = "update active session"
-	c, err := s.begin(ctx, op, true)
-	if err != nil {
-		return err
-	}
-	defer c.end()
-	unlock, err := s.lockKey(c.ctx, s.slotKey(userID))
-	if err != nil {
-		return c.fail(err)
-	}
-	defer unlock()
-	ls := &leases{c: c}
-	defer ls.release()
-	for {
-		done, err := s.updateActiveOnce(c, ls, userID, fn)
-		switch {
-		case done:
-			return err
-		case err != nil && !conflict(err):
-			return c.fail(err)
-		case err != nil:
-			ls.release()
-		}
-		if err := c.ctx.Err(); err != nil {
-			return c.fail(err)
-		}
-	}
+	return s.updateLocked(ctx, "update active session", s.slotKey(userID), func(c *call, ls *leases) (bool, error) {
+		return s.updateActiveOnce(c, ls, userID, fn)
+	})
 }
 
 // updateActiveOnce is one attempt of UpdateActiveSession, with the results
