@@ -143,10 +143,14 @@ type Options struct {
 	// another replica. ≤ 0 means 1 second.
 	WaitPollInterval time.Duration
 
-	// SkipRecovery leaves records found in status running at start alone.
-	// By default (false) New marks them failed with code interrupted:
-	// right for one process over its own store, wrong for replicas
-	// sharing one (they would interrupt each other's delegations).
+	// SkipRecovery makes this client leave alone the running records
+	// that others left. By default (false), over a store one process holds
+	// alone, New marks the records found running at start failed with
+	// code interrupted (a previous run of the process left them); over an
+	// [OwnerStore], the client interrupts the running records of every
+	// owner that died, at start and while it runs. Set it for a store
+	// several processes share that is not an OwnerStore: there, a
+	// restarting process must not fail the delegations the others run.
 	SkipRecovery bool
 
 	// OnRecord, if set, is called with every record that this client
@@ -231,6 +235,7 @@ type Client struct {
 	stopped  chan struct{}       // closed when Shutdown has finished
 	commit   *committer
 	maint    *maintainer
+	owners   *owners // nil unless the store is an OwnerStore
 }
 
 // flight is a record this client holds in memory: a delegation in flight,
@@ -257,12 +262,15 @@ var (
 // New returns a client that resolves agents from dir and keeps its records
 // in store (both required), configured by opts (nil means defaults).
 //
-// Unless opts.SkipRecovery is set, New first marks every record found in
-// status running failed with code interrupted (a previous process died
-// during those delegations); it also loads the accepted records, whose
-// deadlines the client then enforces. It then subscribes to dir and starts
-// its goroutines. New does not close dir or store; close them after the
-// client.
+// Over a store that is not an [OwnerStore], New first marks every record
+// found in status running failed with code interrupted (a previous run of
+// the process died during those delegations), unless opts.SkipRecovery
+// is set. Over an OwnerStore, it holds an owner id instead, which it
+// stamps on the records it creates, and, unless opts.SkipRecovery is set,
+// interrupts the running records of dead owners from then on. It also
+// loads the accepted records, whose deadlines the client then enforces.
+// It then subscribes to dir and starts its goroutines. New does not close
+// dir or store; close them after the client.
 func New(ctx context.Context, dir Directory, store Store, opts *Options) (*Client, error) {
 	return newClient(ctx, dir, store, opts, seams{})
 }
@@ -354,10 +362,17 @@ func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s
 		}
 	}
 
-	accepted, err := c.recover(ctx, !o.SkipRecovery)
+	ownerStore, shared := store.(OwnerStore)
+	accepted, err := c.recover(ctx, !o.SkipRecovery && !shared)
 	if err != nil {
 		c.closeTransports()
 		return nil, err
+	}
+	if shared {
+		if c.owners, err = holdOwner(ctx, c, ownerStore); err != nil {
+			c.closeTransports()
+			return nil, err
+		}
 	}
 	snapshot, cancel := dir.Subscribe(c.apply)
 	c.agentsMu.Lock()
@@ -368,6 +383,9 @@ func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s
 	c.unsubscribe = cancel
 	c.commit = newCommitter(store, c.log, c.durable)
 	c.maint = newMaintainer(c, accepted)
+	if shared && !o.SkipRecovery {
+		c.owners.watch()
+	}
 	return c, nil
 }
 
@@ -436,8 +454,10 @@ func (c *Client) leave() { c.ops.Done() }
 // in flight (and async in-process handlers) are given until ctx is done to
 // finish, then cancelled (their records become failed with code
 // interrupted); finally the records not yet written are flushed to the
-// store and the goroutines stop. It returns ctx's error if it had to
-// cancel delegations, else nil.
+// store and the goroutines stop. Over an [OwnerStore], the client's owner
+// id dies last, once its records are in the store: a record the flush
+// could not write stays running there until another client interrupts
+// it. It returns ctx's error if it had to cancel delegations, else nil.
 //
 // Shutdown is idempotent and safe for concurrent use; a second call waits
 // for the first to finish. It closes neither the store nor the registry.
@@ -465,9 +485,11 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		c.cancelAll(errShutdown)
 		<-idle
 	}
+	c.owners.endWatch()
 	c.unsubscribe()
 	c.maint.stop()
 	c.commit.stop()
+	c.owners.release()
 	c.closeTransports()
 	close(c.stopped)
 	return err

@@ -108,6 +108,7 @@ func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err err
 		Async:       req.Async,
 		CreatedAt:   now,
 		UpdatedAt:   now,
+		Owner:       c.owners.current(),
 	}
 	a := &p.agent
 	if a.StaleAt(now) {

@@ -79,7 +79,12 @@
 // served from memory by [Client.Get]. A failed write is retried; Shutdown
 // flushes what is queued. On start, [New] marks records left running by a
 // previous process failed with code interrupted (unless
-// Options.SkipRecovery) and resumes the deadlines of accepted ones. Final
+// Options.SkipRecovery) and resumes the deadlines of accepted ones. Over
+// a store several replicas share, an [OwnerStore], a running record
+// belongs to the client running it instead ([Record.Owner], an id the
+// client holds alive in the store while it runs): when a client dies, the
+// others mark its running records failed with code interrupted, once,
+// and a final record is never overwritten by its late writes. Final
 // records older than Options.Retention (7 days) or beyond
 // Options.MaxRecords (100,000, oldest finished first) are pruned
 // periodically.

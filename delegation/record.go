@@ -83,6 +83,13 @@ type Record struct {
 	// SecretHash is the SHA-256 of the async callback secret. Stored, never
 	// returned by read paths.
 	SecretHash []byte `json:"secretHash,omitempty"`
+	// Owner is the owner id of the client that created the record, when
+	// its store is an [OwnerStore] (several replicas over one etcd); empty
+	// otherwise. While the record is running, it belongs to that owner:
+	// when the owner dies, another client interrupts it. An opaque id
+	// (the client logs it when it takes it), shown on read paths so that
+	// an operator can tell which replica ran a delegation.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Clone returns a deep copy of r: its byte slices, times and response are

@@ -39,6 +39,42 @@ type Store interface {
 	PruneDelegations(ctx context.Context, olderThan time.Time, keep int) (int, error)
 }
 
+// OwnerStore is a [Store] that several processes share and that knows
+// which of them are alive; store/etcdstore implements it. A running
+// delegation belongs to the client running it. Over an OwnerStore, a
+// [Client] holds an owner id for as long as it runs, stamps it on the
+// records it creates ([Record.Owner]) and, instead of interrupting every
+// record it finds running at start, interrupts the running records of
+// owners that are no longer alive, whichever client left them. A store
+// that one process holds alone (a bbolt file, memory) need not implement
+// it: the records it holds running at start are that process's own.
+//
+// Besides its methods, an OwnerStore keeps one rule in PutDelegations: a
+// record with an Owner never replaces a stored record whose status is
+// final (the stored one stays as it is, and the call does not fail), so
+// that the late write of an owner declared dead cannot overturn the
+// interruption. Every method must be safe for concurrent use.
+type OwnerStore interface {
+	Store
+
+	// HoldOwner makes owner alive, calls held once it is, and blocks
+	// while it stays alive. When ctx is done it ends the owner's life at
+	// once and returns ctx's error. It returns another error when the
+	// owner's life could not begin or ended without that: it could not
+	// be renewed in time (for the others, its process died), or the store
+	// was closed. An owner id is held once: pass a new one each time.
+	HoldOwner(ctx context.Context, owner string, held func()) error
+
+	// WatchOrphans calls fn with the ids of running records whose owner
+	// is not alive: first those found when it starts, then those of each
+	// owner whose life ends, and, by a periodic check, any written under
+	// an owner after its end. A record may be reported more than once;
+	// fn must check it (its status and owner) before changing it. fn runs
+	// on the caller's goroutine, one call at a time. WatchOrphans returns
+	// ctx's error once ctx is done, or an error when the store is closed.
+	WatchOrphans(ctx context.Context, fn func(owner string, ids []string)) error
+}
+
 // ListFilter selects records for [Store.ListDelegations]. The zero value
 // lists the newest DefaultListLimit records.
 type ListFilter struct {
