@@ -188,6 +188,7 @@ func fullRecord(id string) delegation.Record {
 		Deadline:   &deadline,
 		SecretHash: []byte{0x00, 0xff, 0x10, 0x80, 'a', 0x7f, 0xfe, 0x01, 0x00, 0x9c, 0x42, 0x13, 0x37, 0xde, 0xad, 0xbe,
 			0xef, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee},
+		Owner: "owner-of-" + id,
 	}
 }
 
@@ -268,12 +269,16 @@ func testDelegationRoundTrip(t *testing.T, s delegation.Store) {
 	deadline := delegationBase.Add(time.Hour)
 	accepted.Deadline = &deadline
 	accepted.SecretHash = bytes.Repeat([]byte{0xab}, 32)
+	// A running record with an owner whose id needs care in keys.
+	owned := minimalRecord("owned/running", delegation.StatusRunning, delegationBase)
+	owned.Owner = "owner/with spaces/ü"
 	recs := []delegation.Record{
 		full,
 		failed,
 		text,
 		array,
 		accepted,
+		owned,
 		// The fewest fields: zero times, no result, no response.
 		{ID: "minimal", TargetAgent: "finance", Status: delegation.StatusPending},
 		// An id with characters that need care in keys and JSON.

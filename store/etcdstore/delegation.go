@@ -20,21 +20,25 @@ import (
 
 var _ delegation.Store = (*Store)(nil)
 
-// The delegation keys. Records are stored once, by id; three indexes
+// The delegation keys. Records are stored once, by id; four indexes
 // beside them hold, in every entry, the record's header (its creation
-// and finish times, status and target, as JSON):
+// and finish times, status, target and owner, as JSON); the owners that
+// are alive have a key each, on a lease they keep alive (owner.go):
 //
 //	delegations/records/<id>                          → JSON of delegation.Record
 //	delegations/by_created/<newest>                   → header
 //	delegations/by_status/<status>/<newest>           → header
 //	delegations/by_finished/<finished><id>            → header, final records only
+//	delegations/by_owner/<owner>/<id>                 → header, running records with an owner only
+//	delegations/owners/<owner>                        → the time it was taken, on the owner's lease
 //
 // <newest> is an order key that sorts newest first (ascending key order
 // is descending creation time, then descending id): the creation time and
 // the id, both bit-inverted, in hex, then "~". etcd can only limit a range
 // cheaply in ascending key order, so a page of a listing is a limited
 // range. <finished> is the finish time in 24 hex digits (oldest first, for
-// pruning). <status> is path-escaped. Every write of a record puts all of
+// pruning). <status> and <owner> are path-escaped (so an owner holds no
+// "/"). Every write of a record puts all of
 // its index entries in the same transaction, so they share the record's
 // mod revision: a conditional delete can compare an index entry's
 // revision instead of reading the record.
@@ -43,6 +47,8 @@ const (
 	delegationByCreated  = "delegations/by_created/"
 	delegationByStatus   = "delegations/by_status/"
 	delegationByFinished = "delegations/by_finished/"
+	delegationByOwner    = "delegations/by_owner/"
+	delegationOwners     = "delegations/owners/"
 )
 
 // timeHex is the order-preserving key form of t: Unix seconds with the sign
@@ -100,14 +106,18 @@ type header struct {
 	Status   string `json:"s"`           // the status
 	Target   string `json:"t,omitempty"` // the target agent
 	Finished string `json:"f,omitempty"` // timeHex of the finish time, final records only
+	Owner    string `json:"o,omitempty"` // the owner, running records only
 }
 
 // headerOf returns the header of rec. A final record's finish time is
 // FinishedAt, or UpdatedAt when FinishedAt is nil.
 func headerOf(rec *delegation.Record) header {
 	h := header{Created: timeHex(rec.CreatedAt), Status: string(rec.Status), Target: rec.TargetAgent}
-	if rec.Status.Final() {
+	switch {
+	case rec.Status.Final():
 		h.Finished = timeHex(finishTime(rec))
+	case rec.Status == delegation.StatusRunning:
+		h.Owner = rec.Owner
 	}
 	return h
 }
@@ -131,14 +141,18 @@ func (s *Store) indexKeys(id string, h *header) []string {
 	if h.Finished != "" {
 		keys = append(keys, s.prefix+delegationByFinished+h.Finished+id)
 	}
+	if h.Owner != "" {
+		keys = append(keys, s.ownerIndex(h.Owner)+id)
+	}
 	return keys
 }
 
 // encodedRecord is a record ready to be written.
 type encodedRecord struct {
-	id   string
-	data []byte
-	hdr  header
+	id    string
+	data  []byte
+	hdr   header
+	owned bool // the record has an owner: it never replaces a final one
 }
 
 // encodeRecord checks that rec can be stored and encodes it.
@@ -150,7 +164,7 @@ func encodeRecord(rec *delegation.Record) (encodedRecord, error) {
 	if err != nil {
 		return encodedRecord{}, fmt.Errorf("encode: %w", err)
 	}
-	return encodedRecord{id: rec.ID, data: data, hdr: headerOf(rec)}, nil
+	return encodedRecord{id: rec.ID, data: data, hdr: headerOf(rec), owned: rec.Owner != ""}, nil
 }
 
 // writeOps returns the operations that store e over its stored version,
@@ -183,6 +197,7 @@ type recordFields struct {
 	CreatedAt   time.Time         `json:"createdAt"`
 	UpdatedAt   time.Time         `json:"updatedAt"`
 	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
+	Owner       string            `json:"owner,omitempty"`
 }
 
 // storedHeader returns the header of the stored record value v of id.
@@ -191,7 +206,7 @@ func storedHeader(id string, v []byte) (header, error) {
 	if err := json.Unmarshal(v, &f); err != nil {
 		return header{}, fmt.Errorf("%w: record of delegation %q: %w", ErrCorrupt, id, err)
 	}
-	rec := delegation.Record{TargetAgent: f.TargetAgent, Status: f.Status, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, FinishedAt: f.FinishedAt}
+	rec := delegation.Record{TargetAgent: f.TargetAgent, Status: f.Status, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, FinishedAt: f.FinishedAt, Owner: f.Owner}
 	return headerOf(&rec), nil
 }
 
@@ -227,6 +242,11 @@ const (
 // round trip); when one of them exists it reads their headers and
 // replaces them in a transaction that compares their mod revisions,
 // retrying when another writer changed one meanwhile.
+//
+// A record with an Owner never replaces a stored final record: that one
+// stays as it is (see [delegation.OwnerStore]), so that the late write of
+// an owner declared dead cannot turn an interrupted record back to
+// running or completed. Records without an owner replace any.
 func (s *Store) PutDelegations(ctx context.Context, recs []delegation.Record) error {
 	op := fmt.Sprintf("put %d delegations", len(recs))
 	if len(recs) == 1 {
@@ -277,6 +297,9 @@ func (s *Store) putChunk(c *call, enc []encodedRecord) error {
 		for i := range enc {
 			key := s.prefix + delegationRecords + enc[i].id
 			cmps[i] = clientv3.Compare(clientv3.ModRevision(key), "=", mods[i])
+			if enc[i].owned && olds[i] != nil && delegation.Status(olds[i].Status).Final() {
+				continue // final is final; the compare still checks it is
+			}
 			ops = append(ops, s.writeOps(&enc[i], olds[i])...)
 		}
 		resp, err := s.cli.Txn(c.ctx).If(cmps...).Then(ops...).Commit()

@@ -35,6 +35,8 @@
 //	delegations/by_created/<newest>             → header  (index: all records, newest first)
 //	delegations/by_status/<status>/<newest>     → header  (index: by status, newest first)
 //	delegations/by_finished/<finished><id>      → header  (index: final records, oldest first)
+//	delegations/by_owner/<owner>/<id>           → header  (index: running records, by owner)
+//	delegations/owners/<owner>                  → time taken (one per live owner, on its lease)
 //	sessions/records/<id>                       → session           ┐
 //	sessions/by_expiry/<expires><id>            → user ID or ""     ├ one lease per session
 //	sessions/by_user/<user>                     → id of the active session ┘ (while active)
@@ -62,6 +64,17 @@
 //     sweeps with [Store.DeleteExpiredSessions]; the lease only makes sure
 //     that sessions go even when no replica sweeps. A write that moves
 //     ExpiresAt (every turn) grants a new lease and revokes the old one.
+//   - A delegation owner — the id a replica's delegation client holds
+//     while it runs ([Store.HoldOwner]) — has a key on a lease of
+//     [Options.OwnerTTL] (5 s), kept alive by a keep-alive every third of
+//     it. When the replica dies the lease expires and etcd deletes the
+//     key; every replica's [Store.WatchOrphans] sees the deletion and its
+//     delegation client marks the dead owner's running records failed
+//     with code interrupted, in a transaction on each record's mod
+//     revision, so that one replica does it, once. A clean shutdown
+//     revokes the lease once the replica's records are written. A record
+//     with an owner never overwrites a final one ([Store.PutDelegations]),
+//     so a replica declared dead cannot revive its records.
 //   - Delegation records, audit entries and breaker state carry no lease:
 //     records and entries are pruned by [Store.PruneDelegations] and
 //     [Store.PruneAudit] (retention), breaker state is deleted with its

@@ -38,6 +38,11 @@ var (
 	// written by a newer version of agentmesh, whose schema version this
 	// build does not know.
 	ErrSchemaTooNew = errors.New("etcdstore: store schema is newer than this build supports")
+
+	// ErrOwnerLost is returned by [Store.HoldOwner] when the owner's
+	// lease ended while it was held: etcd expired it (no keep-alive for
+	// its TTL), or etcd did not answer the keep-alives for that long.
+	ErrOwnerLost = errors.New("etcdstore: delegation owner lost: its lease ended")
 )
 
 // SchemaVersion is the version of the key layout this build writes, stored
@@ -50,7 +55,12 @@ const (
 	DefaultDialTimeout       = 5 * time.Second
 	DefaultRequestTimeout    = 10 * time.Second
 	DefaultSessionLeaseGrace = time.Hour
+	DefaultOwnerTTL          = 5 * time.Second
 )
+
+// orphanCheckInterval is how often [Store.WatchOrphans] looks for running
+// records of dead owners besides reacting to owners' deaths.
+const orphanCheckInterval = time.Minute
 
 // maxSendBytes is the largest request the client sends: a delegation
 // record with a 4 MiB result, JSON-escaped, fits. The server must accept
@@ -101,20 +111,32 @@ type Options struct {
 	// lease.
 	SessionLeaseGrace time.Duration
 
+	// OwnerTTL is the TTL of the lease each delegation owner (one per
+	// replica's delegation client; see [Store.HoldOwner]) keeps alive:
+	// when a replica dies, the others interrupt its running delegations
+	// about this long after its last keep-alive. A shorter TTL notices a
+	// death sooner but declares dead a replica cut off from etcd sooner
+	// too. Rounded up to whole seconds; zero or negative means
+	// [DefaultOwnerTTL] (5 s). Every replica of one mesh should use the
+	// same.
+	OwnerTTL time.Duration
+
 	// Logger receives lifecycle events at Info level (opened, closed) and
 	// watch restarts at Warn. Nil means discard.
 	Logger *slog.Logger
 }
 
 // Store is a [registry.Store] (with [registry.WatchableStore]),
-// [delegation.Store], [breaker.Store] (with [breaker.WatchableStore]),
-// [session.Store] and [audit.Store] kept in etcd under one key prefix.
+// [delegation.Store] (with [delegation.OwnerStore]), [breaker.Store] (with
+// [breaker.WatchableStore]), [session.Store] and [audit.Store] kept in
+// etcd under one key prefix.
 // Open it with [Open] and release it with [Store.Close]. Several Stores —
 // one per replica — may share a prefix: that is what the store is for.
 //
 // A Store is safe for concurrent use by multiple goroutines and starts no
-// goroutines of its own ([Store.WatchAgents] and [Store.WatchBreakers]
-// run on their callers').
+// goroutines of its own ([Store.WatchAgents], [Store.WatchBreakers],
+// [Store.WatchOrphans] and [Store.HoldOwner] run on their callers'; the
+// etcd client runs the keep-alives of HoldOwner's lease).
 //
 // The zero value is inert: every method returns an error wrapping
 // [ErrClosed], and Close returns nil.
@@ -124,7 +146,12 @@ type Store struct {
 	endpoints    string // for messages
 	timeout      time.Duration
 	sessionGrace time.Duration // < 0: no session leases
+	ownerTTL     int64         // seconds
 	log          *slog.Logger
+
+	// orphanCheck is how often WatchOrphans looks for running records of
+	// dead owners besides reacting to deaths. Tests shorten it.
+	orphanCheck time.Duration
 
 	// agentLease returns the lease TTL, in seconds, of an agent with TTL
 	// ttlSeconds: its removal horizon. Tests shorten it.
@@ -213,6 +240,9 @@ func Open(ctx context.Context, opts *Options) (*Store, error) {
 	if o.SessionLeaseGrace == 0 {
 		o.SessionLeaseGrace = DefaultSessionLeaseGrace
 	}
+	if o.OwnerTTL <= 0 {
+		o.OwnerTTL = DefaultOwnerTTL
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -236,7 +266,9 @@ func Open(ctx context.Context, opts *Options) (*Store, error) {
 		endpoints:    strings.Join(o.Endpoints, ","),
 		timeout:      o.RequestTimeout,
 		sessionGrace: o.SessionLeaseGrace,
+		ownerTTL:     leaseSeconds(o.OwnerTTL),
 		log:          o.Logger,
+		orphanCheck:  orphanCheckInterval,
 		agentLease:   removalHorizon,
 		ops:          make(map[uint64]context.CancelCauseFunc),
 	}
@@ -290,7 +322,8 @@ func (s *Store) checkSchema(ctx context.Context, timeout time.Duration) (version
 
 // Close cancels the calls in flight (they fail with [ErrClosed]), waits
 // for them, watches included ([Store.WatchAgents],
-// [Store.WatchBreakers]), and closes the etcd client. Nothing is lost by
+// [Store.WatchBreakers], [Store.WatchOrphans]) and [Store.HoldOwner],
+// whose leases it leaves to expire, and closes the etcd client. Nothing is lost by
 // closing: every write that returned nil is committed in etcd. Close is idempotent and safe for concurrent use;
 // later calls return the first call's result.
 func (s *Store) Close() error {
