@@ -244,14 +244,6 @@ func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
 		PublicURL: cfg.publicURL,
 		Retention: cfg.delegationRetention,
 		Logger:    cfg.log,
-		// Recovery (records found running at start become failed with
-		// code interrupted) assumes one process per store. Replicas share
-		// an etcd store: one replica's restart must not fail the
-		// delegations the others are running. The cost: a record left
-		// running by a replica that died stays running, until records
-		// carry an owner (docs/DEPLOYMENT.md). Accepted (async) records
-		// still time out: every replica enforces their deadlines.
-		SkipRecovery: cfg.store == "etcd",
 	})
 	if err != nil {
 		return nil, err
