@@ -61,6 +61,12 @@ func classify(err error) (e *toolError, internal bool) {
 	if msg, ok := fieldErrors(err); ok {
 		return &toolError{registry.Code(err), msg}, false
 	}
+	// An error that carries its own code (another mesh's reply, as the
+	// client package reports it) keeps that code and its message.
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) && coded.ErrorCode() != "" {
+		return &toolError{coded.ErrorCode(), err.Error()}, false
+	}
 	if code := registry.Code(err); code != "" {
 		return &toolError{code, trimPrefix(err)}, false
 	}

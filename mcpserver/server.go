@@ -29,8 +29,16 @@ type Registry interface {
 }
 
 // Searcher ranks agents for a query: *discovery.Engine implements it.
+// A Searcher that does I/O (another mesh over the network) also
+// implements [ContextSearcher], and the tools call that instead.
 type Searcher interface {
 	Search(query string, q *discovery.Query) ([]discovery.Result, error)
+}
+
+// ContextSearcher is a [Searcher] whose search can be cancelled: the
+// tools pass it the call's context.
+type ContextSearcher interface {
+	SearchContext(ctx context.Context, query string, q *discovery.Query) ([]discovery.Result, error)
 }
 
 // Delegations is what the tools need from the delegation client:

@@ -253,11 +253,18 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 	if err := ctx.Err(); err != nil {
 		return nil, DiscoverResult{}, err
 	}
-	results, err := t.search.Search(in.Query, &discovery.Query{
+	q := &discovery.Query{
 		Limit:             in.Limit,
 		Labels:            in.Labels,
 		RequiredResources: in.RequiredResources,
-	})
+	}
+	var results []discovery.Result
+	var err error
+	if cs, ok := t.search.(ContextSearcher); ok {
+		results, err = cs.SearchContext(ctx, in.Query, q)
+	} else {
+		results, err = t.search.Search(in.Query, q)
+	}
 	if err != nil {
 		return nil, DiscoverResult{}, err
 	}

@@ -165,3 +165,7 @@ func Dial(ctx context.Context, path string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", path)
 }
+
+// Supported reports whether this system can share a store between
+// processes through the socket.
+func Supported() bool { return supported }
