@@ -330,20 +330,21 @@ func TestAsyncStoreDownSendsNothing(t *testing.T) {
 	e.store.failPuts(nil)
 }
 
-// A 202 to a synchronous request leaves the record accepted (with a
-// deadline); the agent may complete it through the callback endpoint with
-// the mesh's token (the trusted hook).
+// A 202 to a synchronous request: while Delegate waits, the record is
+// accepted (with the delegation's deadline); the agent may complete it
+// through the callback endpoint with the mesh's token (the trusted hook)
+// instead of its secret, and Delegate returns the completed record.
 func TestSyncRequestAccepted(t *testing.T) {
 	e := newEnvWith(t, config{trusted: func(r *http.Request) bool {
 		return r.Header.Get("Authorization") == "Bearer mesh-token"
 	}})
-	e.agentServer("a", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
-	rec := e.delegate(delegation.Request{Target: "a", Task: "t"})
-	require.Equal(t, delegation.StatusAccepted, rec.Status)
-	require.NotNil(t, rec.Deadline)
-	assert.Equal(t, delegation.StatusAccepted, e.stored(rec.ID, delegation.StatusAccepted).Status)
+	got := asyncAgent(e, "a")
+	done := goDelegate(e, delegation.Request{Target: "a", Task: "t"})
+	id := (<-got).DelegationID
+	acc := e.stored(id, delegation.StatusAccepted)
+	require.NotNil(t, acc.Deadline)
 
-	url := e.mesh.URL + "/v1/delegations/" + rec.ID + "/result"
+	url := e.mesh.URL + "/v1/delegations/" + id + "/result"
 	code, _ := callBack(t, url, `{"status":"completed","result":1}`)
 	assert.Equal(t, http.StatusUnauthorized, code)
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"status":"completed","result":1}`))
@@ -352,9 +353,9 @@ func TestSyncRequestAccepted(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	r, err := e.c.Wait(context.Background(), rec.ID)
-	require.NoError(t, err)
+	r := <-done
 	assert.Equal(t, delegation.StatusCompleted, r.Status)
+	assert.JSONEq(t, `1`, string(r.Result))
 }
 
 // SPEC 4.4: Wait returns when the record is final, woken locally (no
@@ -447,15 +448,23 @@ func TestCallbackMethod(t *testing.T) {
 	assert.GreaterOrEqual(t, r.LatencyMs, int64(0))
 }
 
-// A callback to a synchronous delegation's id with its real secret does
-// not exist (sync records have no secret): 401.
+// A synchronous delegation's callback URL is single-use like an async
+// one's: a wrong secret is 401, and the right one once the agent answered
+// 200 is 409 (already final).
 func TestCallbackSyncRecord(t *testing.T) {
 	e := newEnv(t, nil)
-	e.agentServer("a", ok(`{}`))
+	urls := make(chan string, 1)
+	e.agentServer("a", func(w http.ResponseWriter, r *http.Request) {
+		urls <- readTask(t, r).CallbackURL
+		_, _ = io.WriteString(w, `{}`)
+	})
 	rec := e.delegate(delegation.Request{Target: "a", Task: "t"})
-	e.stored(rec.ID)
+	cb := <-urls
 	code, _ := callBack(t, e.mesh.URL+"/v1/delegations/"+rec.ID+"/result?token=x", `{"status":"completed"}`)
 	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = callBack(t, cb, `{"status":"failed"}`)
+	assert.Equal(t, http.StatusConflict, code)
+	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
 }
 
 func TestPublicURL(t *testing.T) {

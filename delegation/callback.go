@@ -51,13 +51,13 @@ func secretMatches(hash []byte, secret string) bool {
 	return subtle.ConstantTimeCompare(h[:], hash) == 1
 }
 
-// callbackURL is the URL an async agent reports to.
+// callbackURL is the URL an agent reports to after answering 202.
 func (c *Client) callbackURL(id, secret string) string {
 	return c.publicURL + "/v1/delegations/" + id + "/result?token=" + secret
 }
 
-// Callback applies an async agent's report to the delegation with the
-// given id, authenticated by the callback secret of its URL, and returns
+// Callback applies an agent's report to the delegation with the given
+// id (async, or synchronous and answered 202), authenticated by the callback secret of its URL, and returns
 // the record, now final. Errors: [ErrUnauthenticated] for a wrong or
 // missing secret; one wrapping [ErrNotFound]; [ErrInvalid] for a status
 // other than completed or failed; [ErrFinal] when the record is already
@@ -104,6 +104,9 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 	if len(errText) > maxCallbackError {
 		errText = strings.ToValidUTF8(errText[:maxCallbackError], "")
 	}
+	if err := c.claimFlight(ctx, id, secret, trusted); err != nil {
+		return Record{}, err
+	}
 	now := c.now()
 	var late bool
 	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
@@ -113,7 +116,9 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 			return nil, ErrUnauthenticated
 		case cur.Status.Final():
 			return nil, fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, cur.Status)
-		case cur.Status == StatusRunning && !cur.Async:
+		case cur.Status == StatusRunning && !cur.Async && len(cur.SecretHash) == 0:
+			// No callback URL was sent (not an http agent): only its
+			// reply ends it.
 			return nil, fmt.Errorf("%w: delegation %s is synchronous and still running", ErrConflict, id)
 		}
 		next := *cur
@@ -143,6 +148,35 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 		return rec.Public(), fmt.Errorf("%w: delegation %s timed out before the callback", ErrFinal, id)
 	}
 	return rec.Public(), nil
+}
+
+// claimFlight prepares a callback for a synchronous delegation this
+// client has in flight, whose agent may report before its 202 reply is
+// read: it makes the running record, which may still be queued for the
+// group commit, durable so the callback finds it in the store, and marks
+// the flight so that the delegation settles through the store (where the
+// first final status wins) instead of over the callback's outcome. A
+// flight that already settled here is final: ErrFinal, after the secret
+// check, since its final record may not be in the store yet. Other ids
+// are left to the store.
+func (c *Client) claimFlight(ctx context.Context, id, secret string, trusted bool) error {
+	c.liveMu.Lock()
+	f := c.live[id]
+	if f == nil || f.rec.Async || len(f.rec.SecretHash) == 0 {
+		c.liveMu.Unlock()
+		return nil
+	}
+	if !trusted && !secretMatches(f.rec.SecretHash, secret) {
+		c.liveMu.Unlock()
+		return ErrUnauthenticated
+	}
+	if s := f.rec.Status; s.Final() {
+		c.liveMu.Unlock()
+		return fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, s)
+	}
+	f.calledBack = true
+	c.liveMu.Unlock()
+	return c.commit.flush(ctx)
 }
 
 // authenticate checks a callback's secret against the stored record,

@@ -225,7 +225,7 @@ type Client struct {
 
 	liveMu   sync.Mutex
 	live     map[string]*flight  // records in flight or not yet durable
-	bg       map[string]*flight  // async in-process handlers running
+	bg       map[string]*flight  // async in-process handlers running, sync delegations awaiting their callback
 	forced   bool                // Shutdown cancelled what was in flight
 	watchers map[string]*watcher // Wait calls, by record id
 	lifeMu   sync.RWMutex        // guards closing and ops.Add
@@ -244,6 +244,9 @@ type flight struct {
 	rec    Record
 	cancel context.CancelCauseFunc // nil once the delegation has finished
 	done   chan struct{}           // closed when the record leaves the live map
+	// calledBack is set when a callback for a synchronous delegation came
+	// before its reply was settled (claimFlight).
+	calledBack bool
 }
 
 // watcher wakes the Wait calls of one record.

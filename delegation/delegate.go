@@ -46,11 +46,14 @@ type Request struct {
 	// Delegate returns once the agent accepted the task.
 	Async bool
 	// Timeout bounds the delegation (all attempts; for an async one, until
-	// the agent accepts). 0 means DefaultTimeout; at most MaxTimeout.
+	// the agent accepts; for a synchronous one the agent answered 202,
+	// also the wait for its callback). 0 means DefaultTimeout; at most
+	// MaxTimeout.
 	Timeout time.Duration
-	// AsyncTimeout is how long an accepted delegation waits for its
+	// AsyncTimeout is how long an accepted async delegation waits for its
 	// callback before it becomes timeout. 0 means DefaultAsyncTimeout; at
-	// most MaxAsyncTimeout.
+	// most MaxAsyncTimeout. A synchronous delegation waits until Timeout
+	// instead.
 	AsyncTimeout time.Duration
 	// Turn carries a routed conversation's fields to MCP agents; nil for
 	// plain delegations.
@@ -69,6 +72,14 @@ type plan struct {
 // Delegate runs one delegation and returns its record: final for a
 // synchronous delegation (completed, failed, timeout or canceled), accepted
 // (or already final) for an async one.
+//
+// Every delegation to an http agent carries a callback URL. A synchronous
+// one the agent answers 202 is accepted (so Get shows it and the callback
+// finalises it, on any replica) while Delegate waits, until the
+// delegation's deadline, for the callback's outcome, seen through the
+// same path as [Client.Wait]: completed or failed as the agent reports,
+// or timeout at the deadline. Cancelling ctx during that wait ends it as
+// it ends a delegation in flight: canceled (timeout at ctx's deadline).
 //
 // A delegation that ran and failed is not an error: the record says what
 // happened (Status, Code, Error). Delegate returns an error, and writes no
@@ -337,31 +348,49 @@ func (c *Client) refuse(rec Record, code, msg string) Record {
 
 // delegateSync runs a synchronous delegation. Its records (running, then
 // final) go through the group commit: the caller does not wait for them
-// to be durable.
+// to be durable. An http agent gets a callback URL, as for an async
+// delegation: after a 202 the record is accepted, in the store, and the
+// delegation waits for the callback until its deadline. A callback that
+// comes before the reply does (see claimFlight) also moves the outcome to
+// the store, where the first final status wins.
 func (c *Client) delegateSync(ctx context.Context, p *plan, rec Record, t Transport, msg Message, done func(error)) Record {
+	if protocolOf(&p.agent) == registry.ProtocolHTTP {
+		msg.CallbackURL = c.newCallback(&rec)
+	}
 	dctx, cancel := withTimeout(ctx, p.timeout)
 	defer cancel(nil)
 	f := c.track(rec, cancel)
 	reply, attempts, err := c.send(dctx, t, p, msg, f)
 	rec = c.settle(dctx, rec, attempts, reply, err, p.timeout)
-	done(breakerOutcome(dctx, err))
-	if rec.Status == StatusAccepted {
-		// A 202 to a synchronous request: the agent will answer through
-		// the callback endpoint (with the mesh's token, since it got no
-		// callback URL). From here the record is updated like an async
-		// one, in the store.
-		return c.acceptLate(ctx, p, f, rec)
+	if rec.Status != StatusAccepted && c.settled(f, rec) {
+		done(breakerOutcome(dctx, err))
+		return rec.Public()
 	}
-	c.settled(f, rec)
-	return rec.Public()
+	if rec.Status == StatusAccepted {
+		dl := rec.CreatedAt.Add(p.timeout) // the deadline of dctx
+		rec.Deadline = &dl
+	}
+	stored := c.storeOutcome(ctx, f, rec)
+	if stored.Status == StatusAccepted {
+		stored = c.awaitCallback(ctx, dctx, cancel, p, stored)
+	}
+	// One outcome for the breaker, as for a reply: the final record's.
+	done(recordOutcome(stored))
+	return stored.Public()
+}
+
+// newCallback gives rec a callback secret, of which only the hash is kept
+// on the record, and returns the callback URL that carries it.
+func (c *Client) newCallback(rec *Record) string {
+	secret, hash := newSecret()
+	rec.SecretHash = hash
+	return c.callbackURL(rec.ID, secret)
 }
 
 // delegateAsync runs an async delegation: its record is durable before
 // the task is sent, and the accepted record before Delegate returns.
 func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Transport, msg Message, done func(error)) (Record, error) {
-	secret, hash := newSecret()
-	rec.SecretHash = hash
-	msg.CallbackURL = c.callbackURL(rec.ID, secret)
+	msg.CallbackURL = c.newCallback(&rec)
 	if err := c.store.PutDelegations(ctx, []Record{rec}); err != nil {
 		done(context.Canceled) // not the agent's doing
 		return Record{}, fmt.Errorf("delegation: write record: %w", err)
@@ -415,15 +444,15 @@ func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Trans
 	return stored.Public(), nil
 }
 
-// acceptLate moves a synchronous delegation the agent answered with 202 to
-// accepted, in the store.
-func (c *Client) acceptLate(ctx context.Context, p *plan, f *flight, rec Record) Record {
-	dl := rec.UpdatedAt.Add(p.asyncTimeout)
-	rec.Deadline = &dl
+// storeOutcome writes the outcome of a synchronous delegation, accepted
+// (the agent answered 202) or one a callback raced, to the store, unless
+// the record is final there already, and returns the record as stored.
+// From here the record lives in the store, like an async one.
+func (c *Client) storeOutcome(ctx context.Context, f *flight, rec Record) Record {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	// The running record went through the group commit: it must be in
-	// the store before the accepted one is written around it.
+	// the store before the outcome is written around it.
 	err := c.commit.flush(wctx)
 	stored, changed := rec, true
 	if err == nil {
@@ -448,7 +477,71 @@ func (c *Client) acceptLate(ctx context.Context, p *plan, f *flight, rec Record)
 	if changed {
 		c.finished(stored)
 	}
-	return stored.Public()
+	return stored
+}
+
+// awaitCallback waits for the callback of a synchronous delegation its
+// agent accepted and returns the final record. It waits through Wait, so
+// a callback that lands on another replica is seen too. When dctx ends
+// first, the record ends as a delegation in flight would at that point
+// (ended: timeout at the deadline; canceled by Cancel or the caller,
+// timeout at the caller's deadline; failed, interrupted, at Shutdown),
+// unless it became final meanwhile. Cancel and Shutdown reach the wait
+// through c.bg, as they reach an async in-process handler.
+func (c *Client) awaitCallback(ctx, dctx context.Context, cancel context.CancelCauseFunc, p *plan, rec Record) Record {
+	f := &flight{rec: rec, cancel: cancel, done: make(chan struct{})}
+	c.liveMu.Lock()
+	c.bg[rec.ID] = f
+	if c.forced { // Shutdown gave up waiting before this wait started
+		cancel(errShutdown)
+	}
+	c.liveMu.Unlock()
+	defer func() {
+		c.liveMu.Lock()
+		if c.bg[rec.ID] == f {
+			delete(c.bg, rec.ID)
+		}
+		c.liveMu.Unlock()
+		close(f.done)
+	}()
+	for {
+		got, err := c.Wait(dctx, rec.ID)
+		if err == nil {
+			return got
+		}
+		if dctx.Err() != nil {
+			break
+		}
+		c.log.Warn("reading an accepted delegation failed; retrying", "delegation_id", rec.ID, "err", err)
+		if sleepCtx(dctx, c.pollEvery) != nil {
+			break
+		}
+	}
+	s, code, msg := ended(dctx, p.timeout)
+	now := c.now()
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer wcancel()
+	var changed bool
+	stored, err := c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
+		changed = false
+		if cur.Status.Final() {
+			return nil, errKeep // the callback, a cancel or the maintainer got there first
+		}
+		changed = true
+		next := *cur
+		finalize(&next, s, code, msg, now)
+		return &next, nil
+	})
+	if err != nil {
+		// The maintainer times the stored record out at its deadline.
+		c.log.Warn("delegation record not written", "delegation_id", rec.ID, "err", err)
+		finalize(&rec, s, code, msg, now)
+		return rec
+	}
+	if changed {
+		c.finished(stored)
+	}
+	return stored
 }
 
 // storeTimeout bounds the store writes a client makes on its own behalf.
@@ -556,7 +649,8 @@ func ended(ctx context.Context, timeout time.Duration) (Status, string, string) 
 
 // breakerOutcome is what a delegation reports to its breaker: nil for a
 // success, context.Canceled (not counted) when it was cancelled, the
-// timeout or the transport's error otherwise.
+// timeout or the transport's error otherwise. recordOutcome is the same
+// rule for an outcome known only as a record.
 func breakerOutcome(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -570,6 +664,23 @@ func breakerOutcome(ctx context.Context, err error) error {
 		}
 	}
 	return err
+}
+
+// recordOutcome is what a delegation that ended as rec, through the store
+// (a callback, or the end of the wait for one), reports to its breaker,
+// by the rule of breakerOutcome: nil when completed, context.Canceled (not
+// counted) when canceled or interrupted, context.DeadlineExceeded at a
+// timeout, and the agent's failure otherwise.
+func recordOutcome(rec Record) error {
+	switch {
+	case rec.Status == StatusCompleted:
+		return nil
+	case rec.Status == StatusCanceled, rec.Code == CodeInterrupted:
+		return context.Canceled
+	case rec.Status == StatusTimeout:
+		return context.DeadlineExceeded
+	}
+	return &TransportError{Code: rec.Code, Message: rec.Error}
 }
 
 // track puts rec in the live map (and, for a synchronous record, in the
@@ -592,14 +703,22 @@ func (c *Client) setAttempts(f *flight, n int) {
 }
 
 // settled records the final outcome of a synchronous delegation: in the
-// live map at once, in the store through the group commit.
-func (c *Client) settled(f *flight, rec Record) {
+// live map at once, in the store through the group commit. It records
+// nothing and reports false when a callback claimed the delegation first
+// (claimFlight): the outcome must then go through the store, where the
+// callback's may already be.
+func (c *Client) settled(f *flight, rec Record) bool {
 	c.liveMu.Lock()
+	if f.calledBack {
+		c.liveMu.Unlock()
+		return false
+	}
 	f.rec, f.cancel = rec, nil
 	c.liveMu.Unlock()
 	close(f.done)
 	c.commit.put(rec)
 	c.finished(rec)
+	return true
 }
 
 // untrack removes a flight whose record lives in the store from here on.

@@ -3,9 +3,9 @@
 // match for a query), enforces the delegation limits, sends the task over
 // the agent's protocol inside the agent's circuit breaker, retries only
 // where that is safe, and keeps a [Record] of every delegation in a
-// [Store]. Async agents report back through the callback endpoint the
-// client serves ([Client.CallbackHandler]); callers wait for a result
-// with [Client.Wait].
+// [Store]. Agents that answer later report back through the callback
+// endpoint the client serves ([Client.CallbackHandler]); callers wait for
+// a result with [Client.Wait].
 //
 //	client, err := delegation.New(ctx, reg, store, &delegation.Options{
 //		Discovery: engine,          // for Request.Query; nil: by name only
@@ -54,17 +54,26 @@
 // agent_unavailable and the time it will half-open, without calling the
 // agent. Stale agents (TTL lapsed) are not called either.
 //
-// # Async delegations
+// # Async delegations and callbacks
 //
-// With Request.Async the agent gets a callbackUrl,
-// <PublicURL>/v1/delegations/<id>/result?token=<secret>, whose secret
-// (130 random bits) is stored only as its SHA-256. An agent that answers
-// 202 leaves the record accepted until it posts {"status", "result",
-// "error"} there; the handler answers 401, 404, 409 (already final: a
-// late callback never overturns timeout or canceled) or 400 as SPEC 4.1
-// says. An accepted delegation with no callback by its deadline
-// (Request.AsyncTimeout, default 1 h) becomes timeout. [Client.Cancel]
-// cancels a running or accepted delegation.
+// Every delegation to an http agent, and every async one, gets a
+// callbackUrl, <PublicURL>/v1/delegations/<id>/result?token=<secret>
+// (PublicURL empty: DefaultPublicURL), whose single-use secret (130
+// random bits) is stored only as its SHA-256 and never returned by read
+// paths. An agent that answers 202 leaves the record accepted until it
+// posts {"status", "result", "error"} there; the handler answers 401,
+// 404, 409 (already final: a late callback never overturns timeout or
+// canceled) or 400 as SPEC 4.1 says. A callback may also come before the
+// 202 is read, and through any replica sharing the store. With
+// Request.Async, Delegate returns once the agent accepted the task, and
+// an accepted delegation with no callback by its deadline
+// (Request.AsyncTimeout, default 1 h) becomes timeout. Without it,
+// Delegate waits for the callback until the delegation's own deadline
+// (Request.Timeout, default 120 s), through the path of [Client.Wait],
+// and returns the final record: completed or failed as reported, timeout
+// at the deadline, canceled if ctx is cancelled (as for any synchronous
+// delegation). The breaker then counts the callback's outcome, once,
+// not the 202. [Client.Cancel] cancels a running or accepted delegation.
 //
 // # Durability
 //

@@ -35,8 +35,10 @@ const maxRetryAfter = time.Hour
 // POST /task contract of SPEC 4.1.
 //
 // It POSTs {delegationId, task, context, callbackUrl?} as JSON to the
-// agent's endpoint with Content-Type, X-Mesh-Delegation-Id, User-Agent
-// (agentmesh/<version>) and the agent's auth header, and reads the reply:
+// agent's endpoint (callbackUrl when the message has one, as a [Client]
+// gives every delegation) with Content-Type, X-Mesh-Delegation-Id,
+// User-Agent (agentmesh/<version>) and the agent's auth header, and reads
+// the reply:
 //
 //   - 200: the result is the body's "result" value if the body is a JSON
 //     object with that key, else the whole JSON body; a body that is not

@@ -2,6 +2,7 @@ package delegation_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,12 @@ func TestHTTPRequestContract(t *testing.T) {
 	assert.Equal(t, rec.ID, s.body.DelegationID)
 	assert.Equal(t, "Get budget for Engineering", s.body.Task)
 	assert.Equal(t, map[string]any{"tenant": "acme", "depth": 1.0, "chain": []any{"hr-agent"}}, s.body.Context)
-	assert.Empty(t, s.body.CallbackURL, "a sync delegation carries no callback URL")
+	assert.True(t, strings.HasPrefix(s.body.CallbackURL, e.mesh.URL+"/v1/delegations/"+rec.ID+"/result?token="),
+		"a sync delegation carries a callback URL too, for an agent that answers 202: %q", s.body.CallbackURL)
+	token := tokenOf(t, s.body.CallbackURL)
+	sum := sha256.Sum256([]byte(token))
+	assert.Equal(t, sum[:], e.stored(rec.ID).SecretHash, "only the SHA-256 of the secret is stored")
+	assert.Empty(t, rec.SecretHash, "read paths never return the secret hash")
 	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, rec.ID)
 	assert.Equal(t, 1, rec.Depth)
 	assert.Equal(t, 1, rec.Attempts)

@@ -80,8 +80,8 @@ type Record struct {
 	FinishedAt *time.Time     `json:"finishedAt,omitempty"`
 	// Deadline is when an accepted (async) delegation times out.
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// SecretHash is the SHA-256 of the async callback secret. Stored, never
-	// returned by read paths.
+	// SecretHash is the SHA-256 of the callback secret (async and http
+	// delegations). Stored, never returned by read paths.
 	SecretHash []byte `json:"secretHash,omitempty"`
 	// Owner is the owner id of the client that created the record, when
 	// its store is an [OwnerStore] (several replicas over one etcd); empty

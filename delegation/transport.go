@@ -46,7 +46,9 @@ type Message struct {
 	// already on the path, the source agent last). Transports must not
 	// modify it.
 	Context map[string]any
-	// CallbackURL is set for async delegations only.
+	// CallbackURL is where the agent may report later, after answering
+	// 202: set for async delegations and for every delegation to an http
+	// agent.
 	CallbackURL string
 	// Turn carries the routing fields of an MCP handle_message call; nil
 	// for plain delegations.
