@@ -7,34 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/agentmesh/agentmesh/client"
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/registry"
 )
-
-// apiClient talks to a running `agentmesh serve` (SPEC 6).
-type apiClient struct {
-	base   string
-	token  string
-	http   *http.Client
-	stdout io.Writer
-}
-
-// apiError is an error response of the server: {error, code}.
-type apiError struct {
-	Status  int    `json:"-"`
-	Message string `json:"error"`
-	Code    string `json:"code"`
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d, code %s)", e.Message, e.Status, e.Code)
-}
 
 func clientFlags(name, synopsis string, server *string, stderr io.Writer) *flags {
 	f := newFlags(name, synopsis+"\n\nThe token is read from $MESH_TOKEN.", stderr)
@@ -42,71 +25,45 @@ func clientFlags(name, synopsis string, server *string, stderr io.Writer) *flags
 	return f
 }
 
-func newAPIClient(server string, env func(string) string, stdout io.Writer) (*apiClient, error) {
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: must be an http or https URL", server)
+// newClient returns a client of the server at --server with $MESH_TOKEN.
+func newClient(server string, env func(string) string) (*client.Client, error) {
+	c, err := client.New(server, &client.Options{
+		Token:     env("MESH_TOKEN"),
+		UserAgent: "agentmesh-cli/" + buildinfo.Version(),
+	})
+	if err != nil {
+		return nil, usageErr{fmt.Errorf("--server %q: must be an http or https URL", server)}
 	}
-	return &apiClient{
-		base:   strings.TrimRight(server, "/"),
-		token:  env("MESH_TOKEN"),
-		http:   &http.Client{Timeout: 0}, // each call has its own context deadline
-		stdout: stdout,
-	}, nil
+	return c, nil
 }
 
-// do sends one request and decodes a 2xx JSON reply into out (nil to
-// discard). A non-2xx reply is an *apiError.
-func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("User-Agent", "agentmesh-cli/"+buildinfo.Version())
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || e.Message == "" {
-			e.Message, e.Code = strings.TrimSpace(string(data)), "unknown"
-		}
-		return e
-	}
-	if out == nil || len(data) == 0 {
-		return nil
-	}
-	return json.Unmarshal(data, out)
-}
-
-// print writes v as indented JSON.
-func (c *apiClient) print(v any) error {
-	enc := json.NewEncoder(c.stdout)
+// printJSON writes v to w as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-// runClientCommand runs one of the client sub-commands.
+// printObject writes v, which encodes as a JSON object, to w as indented
+// JSON with its keys sorted, as the delegate command always printed it;
+// numbers keep their digits.
+func printObject(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return err
+	}
+	return printJSON(w, m)
+}
+
+// runClientCommand runs one of the client sub-commands: exit code 0, 1
+// for a failure (the server's code and message on stderr), 2 for a
+// command-line mistake.
 func runClientCommand(ctx context.Context, cmd string, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
@@ -118,14 +75,14 @@ func runClientCommand(ctx context.Context, cmd string, args []string, env func(s
 		err = runDelegate(ctx, args, env, stdout, stderr)
 	}
 	var usage usageErr
-	var api *apiError
+	var api *client.Error
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &usage):
 		return usageError(stderr, usage.err)
 	case errors.As(err, &api):
-		fmt.Fprintf(stderr, "agentmesh: %s: %s\n", api.Code, api.Message)
+		fmt.Fprintf(stderr, "agentmesh: %s: %s\n", api.ErrorCode(), api.Error())
 		return 1
 	default:
 		fmt.Fprintln(stderr, "agentmesh:", err)
@@ -145,6 +102,18 @@ func parseClient(f *flags, args []string, env func(string) string) error {
 		return usageErr{err}
 	}
 	return nil
+}
+
+// parseLabel reads a --label k=v into a filter (nil when empty).
+func parseLabel(label string) (map[string]string, error) {
+	if label == "" {
+		return nil, nil
+	}
+	k, v, ok := strings.Cut(label, "=")
+	if !ok || k == "" {
+		return nil, fmt.Errorf("--label %q: must be key=value", label)
+	}
+	return map[string]string{k: v}, nil
 }
 
 const agentsSynopsis = `agentmesh agents list [--label k=v] [--limit N]
@@ -175,9 +144,9 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 	if err := parseClient(f, args, env); err != nil {
 		return err
 	}
-	c, err := newAPIClient(server, env, stdout)
+	c, err := newClient(server, env)
 	if err != nil {
-		return usageErr{err}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -190,45 +159,37 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 	}
 	switch sub {
 	case "list":
-		q := url.Values{}
-		if label != "" {
-			q.Set("label", label)
-		}
-		if limit > 0 {
-			q.Set("limit", fmt.Sprint(limit))
-		}
-		var agents []registry.Agent
-		path := "/v1/agents"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		if err := c.do(ctx, http.MethodGet, path, nil, &agents); err != nil {
+		labels, err := parseLabel(label)
+		if err != nil {
 			return err
 		}
-		return c.print(agents)
+		page, err := c.List(ctx, registry.ListOptions{Limit: max(limit, 0), Labels: labels})
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, page.Agents)
 	case "import":
 		if f.fs.NArg() != 1 {
 			return usagef("agents import needs exactly one CARD_URL")
 		}
-		var out registry.Agent
-		if err := c.do(ctx, http.MethodPost, "/v1/agents/import", map[string]string{"cardUrl": f.fs.Arg(0)}, &out); err != nil {
+		a, _, err := c.ImportCard(ctx, f.fs.Arg(0))
+		if err != nil {
 			return err
 		}
-		return c.print(out)
+		return printJSON(stdout, a)
 	case "get", "heartbeat", "rm":
 		n, err := name()
 		if err != nil {
 			return err
 		}
-		path := "/v1/agents/" + url.PathEscape(n)
-		var out registry.Agent
+		var a registry.Agent
 		switch sub {
 		case "get":
-			err = c.do(ctx, http.MethodGet, path, nil, &out)
+			a, err = c.Agent(ctx, n)
 		case "heartbeat":
-			err = c.do(ctx, http.MethodPost, path+"/heartbeat", nil, &out)
+			a, err = c.Heartbeat(ctx, n)
 		case "rm":
-			if err := c.do(ctx, http.MethodDelete, path, nil, nil); err != nil {
+			if err := c.Delete(ctx, n); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "removed %s\n", n)
@@ -237,7 +198,7 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 		if err != nil {
 			return err
 		}
-		return c.print(out)
+		return printJSON(stdout, a)
 	default: // register
 		var data []byte
 		if file == "-" {
@@ -252,11 +213,12 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 		if err := json.Unmarshal(data, &body); err != nil {
 			return usagef("agent JSON: %v", err)
 		}
-		var out registry.Agent
-		if err := c.do(ctx, http.MethodPost, "/v1/agents", body, &out); err != nil {
+		// Sent as written: the server refuses unknown or misspelt keys.
+		a, _, err := c.RegisterJSON(ctx, body)
+		if err != nil {
 			return err
 		}
-		return c.print(out)
+		return printJSON(stdout, a)
 	}
 }
 
@@ -275,27 +237,25 @@ func runDiscover(ctx context.Context, args []string, env func(string) string, st
 	if f.fs.NArg() == 0 {
 		return usagef("discover needs a QUERY")
 	}
-	c, err := newAPIClient(server, env, stdout)
+	c, err := newClient(server, env)
 	if err != nil {
-		return usageErr{err}
+		return err
 	}
-	q := url.Values{"query": {strings.Join(f.fs.Args(), " ")}}
-	if limit > 0 {
-		q.Set("limit", fmt.Sprint(limit))
-	}
-	if scorer != "" {
-		q.Set("scorer", scorer)
-	}
-	if label != "" {
-		q.Set("label", label)
+	labels, err := parseLabel(label)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var results []json.RawMessage
-	if err := c.do(ctx, http.MethodGet, "/v1/discover?"+q.Encode(), nil, &results); err != nil {
+	results, err := c.Search(ctx, strings.Join(f.fs.Args(), " "), &discovery.Query{
+		Limit:  max(limit, 0),
+		Scorer: discovery.Scorer(scorer),
+		Labels: labels,
+	})
+	if err != nil {
 		return err
 	}
-	return c.print(results)
+	return printJSON(stdout, results)
 }
 
 const delegateSynopsis = `agentmesh delegate [--async] [--wait] [--timeout D] AGENT TASK...`
@@ -314,37 +274,54 @@ func runDelegate(ctx context.Context, args []string, env func(string) string, st
 	if f.fs.NArg() < 2 {
 		return usagef("delegate needs an AGENT and a TASK")
 	}
-	c, err := newAPIClient(server, env, stdout)
+	c, err := newClient(server, env)
 	if err != nil {
-		return usageErr{err}
-	}
-	body := map[string]any{
-		"targetName": f.fs.Arg(0),
-		"task":       strings.Join(f.fs.Args()[1:], " "),
-		"async":      async,
-	}
-	if timeout > 0 {
-		body["timeoutMs"] = timeout.Milliseconds()
-	}
-	var rec map[string]any
-	if err := c.do(ctx, http.MethodPost, "/v1/delegate", body, &rec); err != nil {
 		return err
 	}
-	for wait && rec["status"] == "accepted" {
-		id, _ := rec["id"].(string)
-		if err := c.do(ctx, http.MethodGet, "/v1/delegations/"+url.PathEscape(id)+"?wait=60s", nil, &rec); err != nil {
+	rec, err := c.Delegate(ctx, delegation.Request{
+		Target:  f.fs.Arg(0),
+		Task:    strings.Join(f.fs.Args()[1:], " "),
+		Async:   async,
+		Timeout: max(timeout, 0),
+	})
+	if err != nil {
+		return err
+	}
+	// The reply of POST /v1/delegate, or with --wait the final record.
+	var out any = delegateReply(rec)
+	if wait && rec.Status == delegation.StatusAccepted {
+		if rec, err = c.WaitDelegation(ctx, rec.ID); err != nil {
 			return err
 		}
+		out = rec
 	}
-	if err := c.print(rec); err != nil {
+	if err := printObject(stdout, out); err != nil {
 		return err
 	}
-	if rec["status"] == "failed" || rec["status"] == "timeout" || rec["status"] == "canceled" {
-		code, _ := rec["code"].(string)
-		if code == "" {
-			code, _ = rec["status"].(string)
-		}
-		return fmt.Errorf("%s: delegation %v %v: %v", code, rec["id"], rec["status"], rec["error"])
+	switch rec.Status {
+	case delegation.StatusFailed, delegation.StatusTimeout, delegation.StatusCanceled:
+		code, msg := rec.Failure()
+		return fmt.Errorf("%s: delegation %s %s: %s", code, rec.ID, rec.Status, msg)
 	}
 	return nil
+}
+
+// delegateReply is rec in the form of the server's reply to POST
+// /v1/delegate.
+func delegateReply(rec delegation.Record) httpserver.DelegateResponse {
+	return httpserver.DelegateResponse{
+		ID:          rec.ID,
+		TargetAgent: rec.TargetAgent,
+		SourceAgent: rec.SourceAgent,
+		Success:     rec.Status == delegation.StatusCompleted || rec.Status == delegation.StatusAccepted,
+		Status:      rec.Status,
+		Result:      rec.Result,
+		Error:       rec.Error,
+		Code:        rec.Code,
+		LatencyMs:   rec.LatencyMs,
+		Attempts:    rec.Attempts,
+		NeedsInput:  rec.NeedsInput,
+		Response:    rec.Response,
+		Deadline:    rec.Deadline,
+	}
 }
