@@ -324,7 +324,7 @@ async function startServeOnce(bin, { token, tokensFile, extraArgs = [] }) {
   onFailure(() => {
     console.error(`--- agentmesh ${args.join(' ')} (output) ---\n${output.trimEnd()}\n---`);
   });
-  return { base, port, stop, output: () => output };
+  return { base, port, pid: child.pid, stop, output: () => output };
 }
 
 // ---------------------------------------------------------------- MCP checks

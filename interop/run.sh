@@ -26,7 +26,7 @@ echo "-- npm ci (node $(node --version), npm $(npm --version))"
 npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 
 export AGENTMESH_BIN="$tmp/agentmesh"
-for script in mcp-stdio.mjs mcp-http.mjs a2a.mjs; do
+for script in mcp-stdio.mjs mcp-http.mjs mcp-local.mjs a2a.mjs; do
   echo "-- node $script"
   node "$script"
 done

@@ -73,9 +73,8 @@ func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "
 // printFlags lists the flags of the stdio MCP server (the bare command)
 // and of serve, with their environment variables, for the top-level help.
 func printFlags(w io.Writer) {
-	var mc meshConfig
-	var s1, s2 string
-	f := stdioFlags(&mc, &s1, &s2, w)
+	var mc stdioConfig
+	f := stdioFlags(&mc, w)
 	fmt.Fprint(w, "\nFlags of the MCP server on stdio (agentmesh [flags]):\n")
 	f.fs.PrintDefaults()
 	var sc serveConfig

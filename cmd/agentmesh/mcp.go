@@ -9,7 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentmesh/agentmesh/client"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/localsock"
 	"github.com/agentmesh/agentmesh/mcpserver"
 )
 
@@ -55,43 +57,58 @@ const stdioSynopsis = `agentmesh [flags]
 With no sub-command, agentmesh is an MCP server on stdio: point an MCP client
 (Claude Desktop, an IDE, an agent) at this command. Only protocol goes to
 stdout; logs go to stderr. Private endpoints (local agents) are allowed by
-default in this mode.`
+default in this mode.
+
+Every agentmesh started on the same store file is the same mesh: one of them
+holds the file and serves it to the others on a Unix socket next to it, and
+another takes over within a second when it exits. With --server (MESH_URL),
+the tools are those of a running agentmesh serve instead (token from
+MESH_TOKEN), and no store is opened.`
+
+// stdioConfig is the configuration of the stdio MCP server.
+type stdioConfig struct {
+	mesh       meshConfig
+	allowHosts string
+	logLevel   string
+	server     string // --server: remote mode
+}
 
 // stdioFlags defines the flags of the stdio MCP server.
-func stdioFlags(cfg *meshConfig, allowHosts, logLevel *string, stderr io.Writer) *flags {
+func stdioFlags(cfg *stdioConfig, stderr io.Writer) *flags {
 	f := newFlags("agentmesh", stdioSynopsis, stderr)
-	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
-	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
-	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
-	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
-	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
-	f.String(&cfg.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (needs a running agentmesh serve on the same store to receive them)")
-	f.String(logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
-	retentionFlag(f, cfg)
-	routingFlags(f, &cfg.routing)
+	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db); every agentmesh on the same file shares one mesh")
+	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
+	f.String(&cfg.mesh.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
+	f.String(&cfg.server, "server", "MESH_URL", "", "base URL of a running agentmesh serve: serve its tools (remote mode, token from MESH_TOKEN) instead of opening a store")
+	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
+	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default: a loopback listener of this mesh, http://127.0.0.1:<port>)")
+	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
+	retentionFlag(f, &cfg.mesh)
+	routingFlags(f, &cfg.mesh.routing)
 	return f
 }
 
 // runStdio serves the MCP tools on stdin/stdout until the client
 // disconnects or ctx is cancelled.
 func runStdio(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var cfg meshConfig
-	var allowHosts, logLevel string
-	f := stdioFlags(&cfg, &allowHosts, &logLevel, stderr)
+	var sc stdioConfig
+	f := stdioFlags(&sc, stderr)
 	if err := f.parse(args, env); err != nil {
 		return usageError(stderr, err)
 	}
 	if f.fs.NArg() > 0 {
 		return usageError(stderr, fmt.Errorf("unknown command %q (see agentmesh help)", f.fs.Arg(0)))
 	}
+	cfg := sc.mesh
 	if err := cfg.checkRetention(); err != nil {
 		return usageError(stderr, err)
 	}
-	log, err := newLogger(stderr, logLevel, "text", "text")
+	log, err := newLogger(stderr, sc.logLevel, "text", "text")
 	if err != nil {
 		return usageError(stderr, err)
 	}
-	cfg.allowHosts = splitList(allowHosts)
+	cfg.allowHosts = splitList(sc.allowHosts)
 	cfg.log = log
 	stopTracing, err := setupTracing(ctx, env, log)
 	if err != nil {
@@ -101,13 +118,40 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	defer stopTracing()
 	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
-	m, err := openMesh(ctx, cfg)
-	if err != nil {
-		log.Error("agentmesh: cannot start", "err", err)
-		return 1
+
+	// stop ends the mesh's own work once the MCP session is over.
+	meshCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var b backend
+	switch {
+	case sc.server != "":
+		c, err := client.New(sc.server, &client.Options{Token: env("MESH_TOKEN")})
+		if err != nil {
+			return usageError(stderr, fmt.Errorf("--server: %w", err))
+		}
+		b = remote{c}
+		log.Info("remote mode", "server", sc.server)
+	case (cfg.store == "" || cfg.store == "bolt") && localsock.Supported():
+		l, err := newLocalMesh(cfg)
+		if err == nil {
+			err = l.start(meshCtx)
+		}
+		if err != nil {
+			log.Error("agentmesh: cannot start", "err", err)
+			return 1
+		}
+		defer func() { stop(); <-l.done }()
+		b = l.sw
+	default:
+		m, err := openMesh(ctx, cfg)
+		if err != nil {
+			log.Error("agentmesh: cannot start", "err", err)
+			return 1
+		}
+		defer m.close(context.Background())
+		b = newInproc(m)
 	}
-	defer m.close(context.Background())
-	server, err := mcpserver.New(m.reg, m.engine, m.delegation, &mcpserver.Options{Logger: log, Router: m.mcpRouter()})
+	server, err := mcpserver.New(b, b, b, &mcpserver.Options{Logger: log, Router: b})
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1

@@ -63,6 +63,9 @@ type meshConfig struct {
 	// etcdEndpoints are the etcd client URLs of --store etcd,
 	// comma-separated (--etcd-endpoints).
 	etcdEndpoints string
+	// lockTimeout is how long opening the bbolt file waits for its lock;
+	// 0 means boltstore's default (1 s).
+	lockTimeout time.Duration
 	// delegationRetention is how long finished delegation records are
 	// kept (--delegation-retention); 0 means the default, 7 days.
 	delegationRetention time.Duration
@@ -160,7 +163,7 @@ func openStore(ctx context.Context, cfg meshConfig) (store, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := boltstore.Open(path, &boltstore.Options{Logger: log})
+		s, err := boltstore.Open(path, &boltstore.Options{Logger: log, Timeout: cfg.lockTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/localsock"
 	"github.com/agentmesh/agentmesh/internal/redact"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -141,9 +142,26 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	cfg.mesh.metrics, cfg.mesh.audit = promReg, true
 	cfg.mesh.withRouting = cfg.agentsDir != "" // SPEC 2.2: routing is enabled by --agents
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
-	m, err := openMesh(ctx, cfg.mesh)
+	shared := cfg.mesh.store == "" || cfg.mesh.store == "bolt"
+	shared = shared && localsock.Supported()
+	var m *mesh
+	if shared {
+		if cfg.mesh.db, err = absDBPath(cfg.mesh.db); err != nil {
+			return err
+		}
+		m, err = openSharedMesh(ctx, cfg.mesh)
+	} else {
+		m, err = openMesh(ctx, cfg.mesh)
+	}
 	if err != nil {
 		return err
+	}
+	// The calls of the other agentmesh processes on this store arrive on
+	// its socket with a token of their own (local.go).
+	var extra []httpserver.Token
+	localSecret := httpserver.GenerateToken()
+	if shared {
+		extra = append(extra, localToken(localSecret))
 	}
 	var agents *registry.DirWatcher // nil without --agents
 	if cfg.agentsDir != "" {
@@ -169,7 +187,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		}
 		list, err := readTokens(cfg.tokensFile)
 		if err == nil {
-			err = srv.SetTokens(list)
+			err = srv.SetTokens(append(list, extra...))
 		}
 		lastTokensErr = err
 		if err == nil {
@@ -179,7 +197,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	opts := &httpserver.Options{
 		Token:          meshToken,
-		Tokens:         tokens,
+		Tokens:         append(tokens, extra...),
 		RateLimit:      limit,
 		CORSOrigins:    splitList(cfg.corsOrigins),
 		PublicURL:      cfg.mesh.publicURL,
@@ -217,6 +235,20 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	if err := mountA2A(srv, m, log); err != nil {
 		m.close(context.Background())
 		return err
+	}
+
+	var local *localServer
+	if shared {
+		path, err := localsock.Path(cfg.mesh.db)
+		if err == nil {
+			info := holderInfo{PID: os.Getpid(), Mode: "serve", Version: buildinfo.Version(), PublicURL: cfg.mesh.publicURL}
+			local, err = serveLocal(path, srv, localSecret, info, nil, log)
+		}
+		if err != nil {
+			m.close(context.Background())
+			return fmt.Errorf("local mesh socket: %w", err)
+		}
+		log.Info("serving the local mesh", "socket", path)
 	}
 
 	// Requests see baseCtx, cancelled when the grace period is over, so
@@ -283,6 +315,9 @@ loop:
 				s.Close()
 			}
 		})
+	}
+	if local != nil {
+		wg.Go(func() { local.close(graceCtx) })
 	}
 	wg.Go(func() {
 		if err := m.delegation.Shutdown(graceCtx); err != nil {
