@@ -54,7 +54,12 @@ Modes (-mode):
   mcp-stdio  start -cmd (an MCP server on stdio), register -n synthetic
              agents with mesh_register (default 10000; 0 for none; at
              least 8 calls in flight), then call mesh_discover with the
-             queries round-robin, -c calls in flight on the one connection
+             queries round-robin, -c calls in flight on the one connection;
+             with -hold, a first -cmd holds the store and the measured one
+             is its front-end
+  takeover   start -cmd twice on one store (holder and front-end), then
+             -repeat times: SIGKILL the holder and time the first
+             mesh_register the front-end gets acknowledged
 
 A run lasts -d after -warmup, or exactly -n requests when -n is given
 (get, discover, register). -c takes a list ("1,8"): one run per level, in
@@ -78,6 +83,7 @@ type config struct {
 	url, token, mode, path, queriesFile, prefix, cmd string
 	concurrency                                      []int
 	n, nQueries, limit, repeat, serverPID            int
+	hold                                             bool
 	nSet                                             bool
 	duration, warmup, timeout, settle                time.Duration
 	seed                                             uint64
@@ -95,7 +101,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	conc := "8"
 	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8766", "base URL of the agentmesh server")
 	fs.StringVar(&cfg.token, "token", env("MESH_TOKEN"), "bearer token (default $MESH_TOKEN)")
-	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed or mcp-stdio")
+	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio or takeover")
 	fs.StringVar(&cfg.path, "path", "/health", "path and query for -mode get, relative to -url")
 	fs.StringVar(&conc, "c", conc, "concurrent workers, each with its own keep-alive connection; a list (1,8) runs each level")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run the -c levels this many times over")
@@ -108,6 +114,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the synthetic agents and queries")
 	fs.StringVar(&cfg.prefix, "prefix", "", "name prefix of the agents of -mode register (default: load-<time>-, unique per run)")
 	fs.StringVar(&cfg.cmd, "cmd", "agentmesh --store memory", "MCP server command for -mode mcp-stdio (split on spaces)")
+	fs.BoolVar(&cfg.hold, "hold", false, "mcp-stdio: start -cmd once more first and keep it running, so that the measured process is a front-end of it (both on one store file)")
 	fs.IntVar(&cfg.serverPID, "server-pid", 0, "process id of the HTTP server, to report its CPU time and wait for it to settle (Linux)")
 	fs.DurationVar(&cfg.settle, "settle", 15*time.Minute, "longest wait for the server to go idle before measuring; 0 does not wait")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "per-request timeout")
@@ -208,6 +215,9 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stderr io.Wri
 	var serverCPU func() time.Duration
 	if pid := cfg.serverPID; pid != 0 {
 		serverCPU = func() time.Duration { d, _ := processCPU(pid); return d }
+	}
+	if cfg.mode == "takeover" {
+		return runTakeover(ctx, cfg, gen, stderr)
 	}
 	if cfg.mode == "mcp-stdio" {
 		queries, err := loadQueries(cfg, gen)
@@ -353,6 +363,15 @@ func loadQueries(cfg *config, gen *generator) ([]string, error) {
 // mesh_discover at each concurrency level.
 func runMCP(ctx context.Context, cfg *config, gen *generator, agents int, queries []string, emit func(*Report), stderr io.Writer) (int, error) {
 	argv := strings.Fields(cfg.cmd)
+	if cfg.hold {
+		// The first process holds the store; the measured one is its
+		// front-end.
+		h, err := startMCP(ctx, argv, stderr)
+		if err != nil {
+			return 1, err
+		}
+		defer h.close()
+	}
 	c, err := startMCP(ctx, argv, stderr)
 	if err != nil {
 		return 1, err
