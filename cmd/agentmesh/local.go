@@ -415,6 +415,7 @@ func (l *localMesh) step(ctx context.Context, hold bool) (*holding, *frontEnd, e
 		return nil, nil, err
 	}
 	if w, err := watchHolder(ctx, hc); err == nil {
+		gcForFrontEnd()
 		l.sw.set(remote{c})
 		l.log.Info("joined the local mesh", "holder_pid", w.info.PID, "holder_mode", w.info.Mode, "socket", l.sock)
 		return nil, &frontEnd{hc: hc, watch: w}, nil
@@ -430,6 +431,7 @@ func (l *localMesh) step(ctx context.Context, hold bool) (*holding, *frontEnd, e
 		}
 		return nil, nil, err
 	}
+	gcForHolder()
 	l.sw.set(newInproc(h.m))
 	return h, nil, nil
 }
