@@ -6,7 +6,9 @@
 // orchestrator routes a user's message to the right agent. The mesh is a Go
 // library first — import the packages into an agent host, embed the
 // discovery engine in tests, or wire a custom server — with an MCP server
-// and an HTTP control plane as thin front-ends (cmd/agentmesh).
+// and an HTTP control plane as thin front-ends (cmd/agentmesh). Every
+// agentmesh process started on one store file is the same mesh: one holds
+// the file and serves the others over a same-user Unix socket.
 //
 // # Packages
 //
@@ -30,6 +32,9 @@
 //     [github.com/agentmesh/agentmesh/a2aserver] serves the whole mesh as
 //     one A2A agent, whose card [github.com/agentmesh/agentmesh/a2acard]
 //     builds.
+//   - [github.com/agentmesh/agentmesh/client]: a typed client of a running
+//     server's HTTP API, for hosts that use a remote mesh (and for the
+//     stdio server's remote mode and local sharing).
 //   - [github.com/agentmesh/agentmesh/netguard]: the endpoint policy and
 //     the SSRF-safe HTTP client every outbound call uses.
 //   - [github.com/agentmesh/agentmesh/store/boltstore]: the default store,
