@@ -109,7 +109,12 @@ func (s *Server) delegate(w *recorder, r *http.Request) {
 		s.fail(w, delegationError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, DelegateResponse{
+	writeJSON(w, http.StatusOK, NewDelegateResponse(rec))
+}
+
+// NewDelegateResponse is the reply to POST /v1/delegate for rec.
+func NewDelegateResponse(rec delegation.Record) DelegateResponse {
+	return DelegateResponse{
 		ID:          rec.ID,
 		TargetAgent: rec.TargetAgent,
 		SourceAgent: rec.SourceAgent,
@@ -123,7 +128,7 @@ func (s *Server) delegate(w *recorder, r *http.Request) {
 		NeedsInput:  rec.NeedsInput,
 		Response:    rec.Response,
 		Deadline:    rec.Deadline,
-	})
+	}
 }
 
 func (s *Server) listDelegations(w *recorder, r *http.Request) {

@@ -288,7 +288,7 @@ func runDelegate(ctx context.Context, args []string, env func(string) string, st
 		return err
 	}
 	// The reply of POST /v1/delegate, or with --wait the final record.
-	var out any = delegateReply(rec)
+	var out any = httpserver.NewDelegateResponse(rec)
 	if wait && rec.Status == delegation.StatusAccepted {
 		if rec, err = c.WaitDelegation(ctx, rec.ID); err != nil {
 			return err
@@ -304,24 +304,4 @@ func runDelegate(ctx context.Context, args []string, env func(string) string, st
 		return fmt.Errorf("%s: delegation %s %s: %s", code, rec.ID, rec.Status, msg)
 	}
 	return nil
-}
-
-// delegateReply is rec in the form of the server's reply to POST
-// /v1/delegate.
-func delegateReply(rec delegation.Record) httpserver.DelegateResponse {
-	return httpserver.DelegateResponse{
-		ID:          rec.ID,
-		TargetAgent: rec.TargetAgent,
-		SourceAgent: rec.SourceAgent,
-		Success:     rec.Status == delegation.StatusCompleted || rec.Status == delegation.StatusAccepted,
-		Status:      rec.Status,
-		Result:      rec.Result,
-		Error:       rec.Error,
-		Code:        rec.Code,
-		LatencyMs:   rec.LatencyMs,
-		Attempts:    rec.Attempts,
-		NeedsInput:  rec.NeedsInput,
-		Response:    rec.Response,
-		Deadline:    rec.Deadline,
-	}
 }
