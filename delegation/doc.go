@@ -61,9 +61,10 @@
 // (PublicURL empty: DefaultPublicURL), whose single-use secret (130
 // random bits) is stored only as its SHA-256 and never returned by read
 // paths. An agent that answers 202 leaves the record accepted until it
-// posts {"status", "result", "error"} there; the handler answers 401,
-// 404, 409 (already final: a late callback never overturns timeout or
-// canceled) or 400 as SPEC 4.1 says. A callback may also come before the
+// posts {"status", "result", "error"} there; the handler answers 401
+// (wrong or missing secret), 404 (unknown id), 409 (already final: a late
+// callback never overturns timeout or canceled) or 400 (a status other
+// than completed or failed). A callback may also come before the
 // 202 is read, and through any replica sharing the store. With
 // Request.Async, Delegate returns once the agent accepted the task, and
 // an accepted delegation with no callback by its deadline
