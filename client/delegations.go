@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/httpserver"
 )
 
 // MaxWait is the longest long-poll the server holds a GET
@@ -30,23 +30,6 @@ type delegateBody struct {
 	Async          bool           `json:"async,omitempty"`
 	TimeoutMs      int64          `json:"timeoutMs,omitempty"`
 	AsyncTimeoutMs int64          `json:"asyncTimeoutMs,omitempty"`
-}
-
-// delegateReply is the body of a 200 reply to POST /v1/delegate: part of
-// the record.
-type delegateReply struct {
-	ID          string                    `json:"id"`
-	TargetAgent string                    `json:"targetAgent"`
-	SourceAgent string                    `json:"sourceAgent"`
-	Status      delegation.Status         `json:"status"`
-	Result      json.RawMessage           `json:"result"`
-	Error       string                    `json:"error"`
-	Code        string                    `json:"code"`
-	LatencyMs   int64                     `json:"latencyMs"`
-	Attempts    int                       `json:"attempts"`
-	NeedsInput  bool                      `json:"needsInput"`
-	Response    *delegation.AgentResponse `json:"response"`
-	Deadline    *time.Time                `json:"deadline"`
 }
 
 // delegationPath is the path of the delegation id.
@@ -98,7 +81,7 @@ func (c *Client) Delegate(ctx context.Context, req delegation.Request) (delegati
 		TimeoutMs:      ceilMillis(req.Timeout),
 		AsyncTimeoutMs: ceilMillis(req.AsyncTimeout),
 	}
-	var rep delegateReply
+	var rep httpserver.DelegateResponse // part of the record
 	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/delegate", body: body, retry: retryDial, route: routeDelegate}, &rep); err != nil {
 		return delegation.Record{}, err
 	}
