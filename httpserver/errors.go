@@ -116,6 +116,13 @@ func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// WriteError writes an [ErrorResponse] with status, code and msg, for a
+// host that answers next to the server (another listener, a route of its
+// own) in the same shape. msg must be safe to show.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg, Code: code})
+}
+
 // writeError writes e as an ErrorResponse. A 5xx never carries internal
 // error text: its message is fixed and the details hold the request id,
 // under which the cause is logged.

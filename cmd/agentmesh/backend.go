@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -28,55 +29,46 @@ type backend interface {
 }
 
 // inproc is the mesh of this process.
-type inproc struct {
-	reg    *registry.Registry
-	engine *discovery.Engine
-	del    *delegation.Client
-	router *routing.Router // nil: routing off
+type inproc struct{ m *mesh }
+
+func (b inproc) Register(ctx context.Context, a registry.Agent) (registry.Agent, bool, error) {
+	return b.m.reg.Register(ctx, a)
 }
 
-func newInproc(m *mesh) *inproc {
-	return &inproc{reg: m.reg, engine: m.engine, del: m.delegation, router: m.router}
+func (b inproc) List(ctx context.Context, opts registry.ListOptions) (registry.Page, error) {
+	return b.m.reg.List(ctx, opts)
 }
 
-func (b *inproc) Register(ctx context.Context, a registry.Agent) (registry.Agent, bool, error) {
-	return b.reg.Register(ctx, a)
+func (b inproc) Delete(ctx context.Context, name string) error { return b.m.reg.Delete(ctx, name) }
+
+func (b inproc) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
+	return b.m.engine.Search(query, q)
 }
 
-func (b *inproc) List(ctx context.Context, opts registry.ListOptions) (registry.Page, error) {
-	return b.reg.List(ctx, opts)
-}
-
-func (b *inproc) Delete(ctx context.Context, name string) error { return b.reg.Delete(ctx, name) }
-
-func (b *inproc) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
-	return b.engine.Search(query, q)
-}
-
-func (b *inproc) SearchContext(ctx context.Context, query string, q *discovery.Query) ([]discovery.Result, error) {
+func (b inproc) SearchContext(ctx context.Context, query string, q *discovery.Query) ([]discovery.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return b.engine.Search(query, q)
+	return b.m.engine.Search(query, q)
 }
 
-func (b *inproc) Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error) {
-	return b.del.Delegate(ctx, req)
+func (b inproc) Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error) {
+	return b.m.delegation.Delegate(ctx, req)
 }
 
-func (b *inproc) Get(ctx context.Context, id string) (delegation.Record, error) {
-	return b.del.Get(ctx, id)
+func (b inproc) Get(ctx context.Context, id string) (delegation.Record, error) {
+	return b.m.delegation.Get(ctx, id)
 }
 
-func (b *inproc) Wait(ctx context.Context, id string) (delegation.Record, error) {
-	return b.del.Wait(ctx, id)
+func (b inproc) Wait(ctx context.Context, id string) (delegation.Record, error) {
+	return b.m.delegation.Wait(ctx, id)
 }
 
-func (b *inproc) Handle(ctx context.Context, req routing.Request) (routing.Response, error) {
-	if b.router == nil {
+func (b inproc) Handle(ctx context.Context, req routing.Request) (routing.Response, error) {
+	if b.m.router == nil {
 		return routing.Response{}, errRoutingOff
 	}
-	return b.router.Handle(ctx, req)
+	return b.m.router.Handle(ctx, req)
 }
 
 // remote is a mesh behind its HTTP API.
@@ -118,7 +110,7 @@ func (b remote) Wait(ctx context.Context, id string) (delegation.Record, error) 
 func (b remote) Handle(ctx context.Context, req routing.Request) (routing.Response, error) {
 	resp, err := b.c.Route(ctx, req)
 	var ce *client.Error
-	if errors.As(err, &ce) && ce.Status == 404 && ce.Code == "not_found" {
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
 		return resp, errRoutingOff // the server has no POST /v1/request
 	}
 	return resp, err

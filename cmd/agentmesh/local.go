@@ -53,10 +53,9 @@ const lockWait = 100 * time.Millisecond
 
 // holderInfo is the first line of a holder's watch stream.
 type holderInfo struct {
-	PID       int    `json:"pid"`
-	Mode      string `json:"mode"` // stdio | serve
-	Version   string `json:"version"`
-	PublicURL string `json:"publicUrl"`
+	PID     int    `json:"pid"`
+	Mode    string `json:"mode"` // stdio | serve
+	Version string `json:"version"`
 }
 
 // localServer serves a mesh's HTTP API on the store's socket. Requests
@@ -91,18 +90,16 @@ func serveLocal(path string, api http.Handler, secret string, info holderInfo, h
 		}
 	})
 	mux.HandleFunc("POST "+handoverPath, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
 		if handover == nil {
-			w.WriteHeader(http.StatusConflict)
-			_ = json.NewEncoder(w).Encode(httpserver.ErrorResponse{Code: httpserver.CodeConflict,
-				Error: fmt.Sprintf("the store is held by agentmesh serve (pid %d)", info.PID)})
+			httpserver.WriteError(w, http.StatusConflict, httpserver.CodeConflict,
+				fmt.Sprintf("the store is held by agentmesh serve (pid %d)", info.PID))
 			return
 		}
 		if err := handover(r.Context()); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(httpserver.ErrorResponse{Code: httpserver.CodeUnavailable, Error: "handover failed"})
+			httpserver.WriteError(w, http.StatusServiceUnavailable, httpserver.CodeUnavailable, "handover failed")
 			return
 		}
+		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"released"}`+"\n")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -146,62 +143,65 @@ func localToken(secret string) httpserver.Token {
 		httpserver.ScopeRead, httpserver.ScopeRegister, httpserver.ScopeDelegate, httpserver.ScopeRoute, httpserver.ScopeAdmin}}
 }
 
-// socketClient returns an HTTP API client that talks over the socket at
-// path. It does not retry: the caller decides what to do when the holder
-// is gone.
-func socketClient(path string) (*client.Client, *http.Client, error) {
-	hc := &http.Client{Transport: &http.Transport{
+// socketHTTP returns an HTTP client whose connections go to the socket
+// at path.
+func socketHTTP(path string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return localsock.Dial(ctx, path)
 		},
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     time.Minute,
 	}}
-	c, err := client.New("http://agentmesh.local", &client.Options{HTTPClient: hc, MaxRetries: -1})
-	return c, hc, err
 }
 
 // holderWatch is a front-end's open watch request on the holder.
 type holderWatch struct {
-	info holderInfo
-	done chan struct{} // closed when the holder stops or dies
-	body io.Closer
+	info   holderInfo
+	done   chan struct{} // closed when the holder stops or dies
+	cancel context.CancelFunc
 }
 
-// watchHolder opens the watch request on the holder at the socket.
+// watchTimeout bounds how long a holder may take to answer a watch
+// request with its first line.
+const watchTimeout = 2 * time.Second
+
+// watchHolder opens the watch request on the holder at the socket. It
+// stays open until the holder stops, ctx is done, or cancel is called.
 func watchHolder(ctx context.Context, hc *http.Client) (*holderWatch, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, "http://agentmesh.local"+holderPath, nil)
-	if err != nil {
-		return nil, err
+	wctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(watchTimeout, cancel) // a holder that does not answer is none
+	fail := func(err error) (*holderWatch, error) {
+		cancel()
+		return nil, fmt.Errorf("holder watch: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	stopTimer := context.AfterFunc(dctx, func() {
-		if dctx.Err() == context.DeadlineExceeded {
-			hc.CloseIdleConnections()
-		}
-	})
-	defer stopTimer()
+	req, err := http.NewRequestWithContext(wctx, http.MethodGet, "http://agentmesh.local"+holderPath, nil)
+	if err != nil {
+		return fail(err)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, fmt.Errorf("holder watch: HTTP %d", resp.StatusCode)
+		return fail(fmt.Errorf("HTTP %d", resp.StatusCode))
 	}
 	br := bufio.NewReader(resp.Body)
 	line, err := br.ReadBytes('\n')
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("no answer within %v", watchTimeout)
+	}
+	w := &holderWatch{done: make(chan struct{}), cancel: cancel}
+	if err == nil {
+		err = json.Unmarshal(line, &w.info)
+	}
 	if err != nil {
 		resp.Body.Close()
-		return nil, fmt.Errorf("holder watch: %w", err)
-	}
-	w := &holderWatch{done: make(chan struct{}), body: resp.Body}
-	if err := json.Unmarshal(line, &w.info); err != nil {
-		resp.Body.Close()
-		return nil, fmt.Errorf("holder watch: %w", err)
+		return fail(err)
 	}
 	go func() {
+		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, br)
 		close(w.done)
 	}()
@@ -235,10 +235,7 @@ func callbackHandler(api http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/delegations/{id}/result", api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(httpserver.ErrorResponse{Code: httpserver.CodeNotFound,
-			Error: "this listener only takes async delegation callbacks"})
+		httpserver.WriteError(w, http.StatusNotFound, httpserver.CodeNotFound, "this listener only takes async delegation callbacks")
 	})
 	return mux
 }
@@ -331,7 +328,7 @@ func (l *localMesh) tryHold(ctx context.Context) (*holding, error) {
 	if err != nil {
 		return fail(err)
 	}
-	info := holderInfo{PID: os.Getpid(), Mode: "stdio", Version: buildinfo.Version(), PublicURL: cfg.publicURL}
+	info := holderInfo{PID: os.Getpid(), Mode: "stdio", Version: buildinfo.Version()}
 	h.sock, err = serveLocal(l.sock, api, secret, info, func(ctx context.Context) error {
 		released := make(chan struct{})
 		select {
@@ -357,13 +354,18 @@ func (l *localMesh) tryHold(ctx context.Context) (*holding, error) {
 }
 
 // release stops serving and closes the store: in-flight delegations get
-// up to grace to finish.
-func (h *holding) release(grace time.Duration) {
+// up to grace to finish. released, if not nil, is closed once the store
+// is, before the socket's last requests (the handover's) are answered.
+func (h *holding) release(grace time.Duration, released chan struct{}) {
 	h.sock.stopAccepting()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = h.cb.Shutdown(ctx)
 	_ = h.m.close(ctx)
+	if released != nil {
+		close(released)
+	}
+	h.sock.close(context.Background())
 }
 
 // handoverGrace is how long a stdio holder lets its delegations finish
@@ -403,21 +405,26 @@ type frontEnd struct {
 }
 
 func (f *frontEnd) close() {
-	f.watch.body.Close()
+	f.watch.cancel()
 	f.hc.CloseIdleConnections()
 }
 
 // step tries one role: a front-end when a holder answers, else the holder
 // when hold is true and the store is free.
 func (l *localMesh) step(ctx context.Context, hold bool) (*holding, *frontEnd, error) {
-	c, hc, err := socketClient(l.sock)
-	if err != nil {
-		return nil, nil, err
-	}
+	hc := socketHTTP(l.sock)
 	if w, err := watchHolder(ctx, hc); err == nil {
+		// No retries in the client: the switcher decides what to do when
+		// the holder is gone.
+		c, err := client.New("http://agentmesh.local", &client.Options{HTTPClient: hc, MaxRetries: -1})
+		if err != nil {
+			w.cancel()
+			return nil, nil, err
+		}
 		gcForFrontEnd()
 		l.sw.set(remote{c})
-		l.log.Info("joined the local mesh", "holder_pid", w.info.PID, "holder_mode", w.info.Mode, "socket", l.sock)
+		l.log.Info("joined the local mesh", "holder_pid", w.info.PID, "holder_mode", w.info.Mode,
+			"holder_version", w.info.Version, "socket", l.sock)
 		return nil, &frontEnd{hc: hc, watch: w}, nil
 	}
 	hc.CloseIdleConnections()
@@ -432,7 +439,7 @@ func (l *localMesh) step(ctx context.Context, hold bool) (*holding, *frontEnd, e
 		return nil, nil, err
 	}
 	gcForHolder()
-	l.sw.set(newInproc(h.m))
+	l.sw.set(inproc{h.m})
 	return h, nil, nil
 }
 
@@ -446,21 +453,19 @@ func (l *localMesh) run(ctx context.Context, h *holding, fe *frontEnd) {
 	for {
 		switch {
 		case h != nil:
+			var released chan struct{}
 			select {
 			case <-ctx.Done():
-				l.sw.set(nil)
-				h.release(handoverGrace)
-				h.sock.close(context.Background())
-				return
-			case released := <-h.handover:
+			case released = <-h.handover:
 				l.log.Info("handing the local mesh over to agentmesh serve")
-				l.sw.set(nil)
-				h.release(handoverGrace)
-				close(released)
-				h.sock.close(context.Background())
-				noHoldUntil = time.Now().Add(switchWait)
 			}
+			l.sw.set(nil)
+			h.release(handoverGrace, released)
 			h = nil
+			if ctx.Err() != nil {
+				return
+			}
+			noHoldUntil = time.Now().Add(switchWait)
 		case fe != nil:
 			select {
 			case <-ctx.Done():
@@ -532,10 +537,7 @@ var errHeldByServe = errors.New("the store is held by another agentmesh serve")
 // askHandover asks the holder on the socket to release the store, and
 // returns once it has (or it failed to answer).
 func askHandover(ctx context.Context, sock string) error {
-	_, hc, err := socketClient(sock)
-	if err != nil {
-		return err
-	}
+	hc := socketHTTP(sock)
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, handoverGrace+5*time.Second)
 	defer cancel()

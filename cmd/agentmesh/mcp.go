@@ -76,12 +76,9 @@ type stdioConfig struct {
 // stdioFlags defines the flags of the stdio MCP server.
 func stdioFlags(cfg *stdioConfig, stderr io.Writer) *flags {
 	f := newFlags("agentmesh", stdioSynopsis, stderr)
-	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db); every agentmesh on the same file shares one mesh")
-	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
-	f.String(&cfg.mesh.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
+	storeFlags(f, &cfg.mesh)
 	f.String(&cfg.server, "server", "MESH_URL", "", "base URL of a running agentmesh serve: serve its tools (remote mode, token from MESH_TOKEN) instead of opening a store")
-	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", true, "allow agent endpoints on loopback and private networks")
-	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	policyFlags(f, &cfg.mesh, &cfg.allowHosts, true)
 	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default: a loopback listener of this mesh, http://127.0.0.1:<port>)")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
 	retentionFlag(f, &cfg.mesh)
@@ -149,7 +146,7 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 			return 1
 		}
 		defer m.close(context.Background())
-		b = newInproc(m)
+		b = inproc{m}
 	}
 	server, err := mcpserver.New(b, b, b, &mcpserver.Options{Logger: log, Router: b})
 	if err != nil {

@@ -115,6 +115,20 @@ func (c routingConfig) check() error {
 	return nil
 }
 
+// storeFlags declares the store flags of both servers.
+func storeFlags(f *flags, cfg *meshConfig) {
+	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db); every agentmesh on the same file shares one mesh")
+	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
+	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
+}
+
+// policyFlags declares the endpoint policy flags of both servers;
+// allowPrivate is the default of --allow-private-endpoints.
+func policyFlags(f *flags, cfg *meshConfig, allowHosts *string, allowPrivate bool) {
+	f.Bool(&cfg.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", allowPrivate, "allow agent endpoints on loopback and private networks")
+	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+}
+
 // retentionFlag declares --delegation-retention (SPEC 4.4), a flag of both
 // servers: each keeps delegation records in its store.
 func retentionFlag(f *flags, cfg *meshConfig) {

@@ -54,12 +54,9 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f := newFlags("serve", serveSynopsis, stderr)
 	f.String(&cfg.addr, "addr", "MESH_ADDR", ":8766", "listen address")
 	f.Int(&cfg.port, "port", "MESH_PORT", 0, "listen port (replaces the port of --addr when set)")
-	f.String(&cfg.mesh.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db)")
-	f.String(&cfg.mesh.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
-	f.String(&cfg.mesh.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
+	storeFlags(f, &cfg.mesh)
 	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (one agent per *.yaml file); reloaded on change, SIGHUP and POST /v1/admin/reload")
-	f.Bool(&cfg.mesh.allowPrivate, "allow-private-endpoints", "MESH_ALLOW_PRIVATE_ENDPOINTS", false, "allow agent endpoints on loopback and private networks")
-	f.String(&cfg.allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
+	policyFlags(f, &cfg.mesh, &cfg.allowHosts, false)
 	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>)")
 	f.String(&cfg.tokensFile, "tokens-file", "MESH_TOKENS_FILE", "", "YAML list of {name, token_sha256 | token, scopes}; reloaded on SIGHUP and POST /v1/admin/reload")
 	f.String(&cfg.rateLimit, "rate-limit", "MESH_RATE_LIMIT", "off", `request budget per token, e.g. "100/15m"; "off" for none`)
@@ -159,8 +156,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	// The calls of the other agentmesh processes on this store arrive on
 	// its socket with a token of their own (local.go).
 	var extra []httpserver.Token
-	localSecret := httpserver.GenerateToken()
+	var localSecret string
 	if shared {
+		localSecret = httpserver.GenerateToken()
 		extra = append(extra, localToken(localSecret))
 	}
 	var agents *registry.DirWatcher // nil without --agents
@@ -241,7 +239,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	if shared {
 		path, err := localsock.Path(cfg.mesh.db)
 		if err == nil {
-			info := holderInfo{PID: os.Getpid(), Mode: "serve", Version: buildinfo.Version(), PublicURL: cfg.mesh.publicURL}
+			info := holderInfo{PID: os.Getpid(), Mode: "serve", Version: buildinfo.Version()}
 			local, err = serveLocal(path, srv, localSecret, info, nil, log)
 		}
 		if err != nil {
