@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
@@ -36,20 +37,11 @@ var (
 	ErrRateLimited = errors.New("client: rate limited")
 )
 
-// Error codes of the API that the client matches to sentinels.
-const (
-	codeInvalidArgument    = "invalid_argument"
-	codeUnauthenticated    = "unauthenticated"
-	codePermissionDenied   = "permission_denied"
-	codeNotFound           = "not_found"
-	codeConflict           = "conflict"
-	codeRateLimited        = "rate_limited"
-	codeUnavailable        = "unavailable"
-	codeInternal           = "internal"
-	codeNoDefaultAgent     = "no_default_agent"
-	codeEndpointNotAllowed = registry.CodeEndpointNotAllowed
-	codeManagedByFile      = registry.CodeManagedByFile
-)
+// codeNoDefaultAgent is the code of the 503 that POST /v1/request
+// answers when nothing can take the message and no default agent is
+// registered. The other codes are the ones httpserver and the library
+// packages declare.
+const codeNoDefaultAgent = "no_default_agent"
 
 // route is the kind of API route a reply came from: the same code means
 // different things on different routes (not_found is an agent on
@@ -106,11 +98,11 @@ func (e *Error) ErrorCode() string { return e.Code }
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrUnauthenticated:
-		return e.Status == http.StatusUnauthorized || e.Code == codeUnauthenticated
+		return e.Status == http.StatusUnauthorized || e.Code == httpserver.CodeUnauthenticated
 	case ErrPermissionDenied:
-		return e.Code == codePermissionDenied
+		return e.Code == httpserver.CodePermissionDenied
 	case ErrRateLimited:
-		return e.Status == http.StatusTooManyRequests || e.Code == codeRateLimited
+		return e.Status == http.StatusTooManyRequests || e.Code == httpserver.CodeRateLimited
 	}
 	if !e.server || target == nil {
 		return false
@@ -123,19 +115,19 @@ func (e *Error) sentinel() error {
 	switch e.route {
 	case routeAgents:
 		switch e.Code {
-		case codeNotFound:
+		case registry.CodeNotFound:
 			return registry.ErrNotFound
-		case codeInvalidArgument:
+		case registry.CodeInvalidArgument:
 			return registry.ErrInvalid
-		case codeEndpointNotAllowed:
+		case registry.CodeEndpointNotAllowed:
 			return registry.ErrEndpointNotAllowed
-		case codeManagedByFile:
+		case registry.CodeManagedByFile:
 			return registry.ErrManagedByFile
-		case codeConflict:
+		case registry.CodeConflict:
 			return registry.ErrDefaultConflict
 		}
 	case routeDiscover:
-		if e.Code == codeInvalidArgument {
+		if e.Code == discovery.CodeInvalidArgument {
 			if detailField(e.Details) == "query" {
 				return discovery.ErrEmptyQuery
 			}
@@ -160,20 +152,20 @@ func (e *Error) sentinel() error {
 		}
 	case routeRequest:
 		switch e.Code {
-		case codeInvalidArgument:
+		case httpserver.CodeInvalidArgument:
 			return routing.ErrInvalidRequest
 		case codeNoDefaultAgent:
 			return routing.ErrNoDefaultAgent
-		case codeUnavailable:
+		case httpserver.CodeUnavailable:
 			return routing.ErrUnavailable
 		}
 	case routeSessions:
 		switch e.Code {
-		case codeNotFound:
+		case httpserver.CodeNotFound:
 			return session.ErrNotFound
-		case codeConflict:
+		case httpserver.CodeConflict:
 			return session.ErrNotActive
-		case codeInvalidArgument:
+		case httpserver.CodeInvalidArgument:
 			return session.ErrInvalid
 		}
 	}
@@ -199,7 +191,7 @@ func (e *Error) retryable() bool {
 	case http.StatusTooManyRequests:
 		return true
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return !e.server || e.Code == codeUnavailable
+		return !e.server || e.Code == httpserver.CodeUnavailable
 	}
 	return false
 }
@@ -299,28 +291,28 @@ func cleanText(s string) string {
 func codeForStatus(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return codeUnauthenticated
+		return httpserver.CodeUnauthenticated
 	case http.StatusForbidden:
-		return codePermissionDenied
+		return httpserver.CodePermissionDenied
 	case http.StatusNotFound:
-		return codeNotFound
+		return httpserver.CodeNotFound
 	case http.StatusMethodNotAllowed:
-		return "method_not_allowed"
+		return httpserver.CodeMethodNotAllowed
 	case http.StatusConflict:
-		return codeConflict
+		return httpserver.CodeConflict
 	case http.StatusRequestEntityTooLarge:
-		return "payload_too_large"
+		return httpserver.CodePayloadTooLarge
 	case http.StatusUnsupportedMediaType:
-		return "unsupported_media_type"
+		return httpserver.CodeUnsupportedMediaType
 	case http.StatusTooManyRequests:
-		return codeRateLimited
+		return httpserver.CodeRateLimited
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return codeUnavailable
+		return httpserver.CodeUnavailable
 	}
 	if status >= 500 {
-		return codeInternal
+		return httpserver.CodeInternal
 	}
-	return codeInvalidArgument
+	return httpserver.CodeInvalidArgument
 }
 
 // statusText is the message of a reply that carries none.
