@@ -75,9 +75,6 @@ type Client struct {
 	hc         *http.Client
 	userAgent  string
 	maxRetries int
-	// backoff is the wait before retry n (from 1) when the server gave
-	// no Retry-After.
-	backoff func(n int) time.Duration
 }
 
 // New returns a client of the server at baseURL, an http or https URL
@@ -108,7 +105,6 @@ func New(baseURL string, opts *Options) (*Client, error) {
 		hc:         o.HTTPClient,
 		userAgent:  o.UserAgent,
 		maxRetries: o.MaxRetries,
-		backoff:    backoff,
 	}
 	if c.hc == nil {
 		c.hc = &http.Client{}
@@ -136,8 +132,9 @@ func (c *Client) String() string {
 // GoString is String, so that %#v does not print the token either.
 func (c *Client) GoString() string { return c.String() }
 
-// backoff is the default wait before retry n: exponential from 100 ms,
-// capped at 2 s, drawn at random from its upper half.
+// backoff is the wait before retry n (from 1) when the server gave no
+// Retry-After: exponential from 100 ms, capped at 2 s, drawn at random
+// from its upper half.
 func backoff(n int) time.Duration {
 	d := min(100*time.Millisecond<<min(n-1, 5), 2*time.Second)
 	return d/2 + rand.N(d/2+1)
@@ -204,7 +201,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) (reply, error) {
 			return r, err
 		}
 		if wait <= 0 {
-			wait = c.backoff(attempt + 1)
+			wait = backoff(attempt + 1)
 		}
 		if wait > MaxRetryWait {
 			return r, err // the caller decides (Error.RetryAfter)
