@@ -25,6 +25,8 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/routing"
+	"github.com/agentmesh/agentmesh/session"
 )
 
 // front is a reverse proxy in front of a mesh. answer sees each request
@@ -520,4 +522,72 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestLostReply: Cancel and CloseSession are retried after an attempt
+// that did its work on the server but whose reply was lost, and the retry
+// reports what that attempt left (delegation.ErrFinal,
+// session.ErrNotActive); ResumeSession, which must not run twice, is sent
+// once, after a lost reply as after a 503.
+func TestLostReply(t *testing.T) {
+	m := newMesh(t, meshConfig{})
+	ctx := ctxT(t)
+	m.register(agentRecord("reports", asyncAgent(t, make(chan struct{})).url(), "report"))
+	m.register(agentRecord("finance", syncAgent(t).url(), "budget"))
+	rec, err := m.c.Delegate(ctx, delegation.Request{Target: "reports", Task: "never answered", Async: true})
+	require.NoError(t, err)
+	require.Equal(t, delegation.StatusAccepted, rec.Status)
+	resp, err := m.c.Route(ctx, routing.Request{Input: "What is the budget?", UserID: "u1"})
+	require.NoError(t, err)
+	require.NotEmpty(t, resp.SessionID)
+
+	// The first request is served by the mesh; its reply never leaves the
+	// front, which closes the connection instead.
+	var (
+		mu     sync.Mutex
+		served []int
+	)
+	lostFirst := func(w http.ResponseWriter, r *http.Request, i int) bool {
+		if i > 1 {
+			return false
+		}
+		rr := httptest.NewRecorder()
+		m.ts.Config.Handler.ServeHTTP(rr, r)
+		mu.Lock()
+		served = append(served, rr.Code)
+		mu.Unlock()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return true
+	}
+
+	f := newFront(t, m, lostFirst)
+	_, err = newClient(t, f.ts.URL, adminToken, nil).Cancel(ctx, rec.ID)
+	require.ErrorIs(t, err, delegation.ErrFinal, "the retry finds the delegation cancelled")
+	assert.Equal(t, int32(2), f.hits.Load())
+	got, err := m.c.Delegation(ctx, rec.ID)
+	require.NoError(t, err)
+	assert.Equal(t, delegation.StatusCanceled, got.Status)
+
+	f = newFront(t, m, lostFirst)
+	_, err = newClient(t, f.ts.URL, adminToken, nil).CloseSession(ctx, resp.SessionID)
+	require.ErrorIs(t, err, session.ErrNotActive, "the retry finds the session closed")
+	assert.Equal(t, int32(2), f.hits.Load())
+
+	f = newFront(t, m, lostFirst)
+	_, err = newClient(t, f.ts.URL, adminToken, nil).ResumeSession(ctx, resp.SessionID)
+	require.ErrorIs(t, err, client.ErrUnreachable)
+	assert.Equal(t, int32(1), f.hits.Load(), "a resume whose reply was lost is not sent again")
+	mu.Lock()
+	assert.Equal(t, []int{http.StatusOK, http.StatusOK, http.StatusOK}, served, "each first attempt did its work")
+	mu.Unlock()
+
+	f = newFront(t, m, unavailableFirst(1))
+	_, err = newClient(t, f.ts.URL, adminToken, nil).ResumeSession(ctx, resp.SessionID)
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, http.StatusServiceUnavailable, e.Status)
+	assert.Equal(t, int32(1), f.hits.Load(), "nor after a 503")
 }
