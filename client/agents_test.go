@@ -251,13 +251,14 @@ func TestListPages(t *testing.T) {
 	}
 	assert.Equal(t, []string{"agent-0", "agent-2", "agent-4", "agent-6"}, names)
 
-	n := 0
+	n, before := 0, len(m.seen("GET /v1/agents?"))
 	for range m.c.Agents(ctx, registry.ListOptions{Limit: 2}) {
 		if n++; n == 3 {
 			break
 		}
 	}
 	assert.Equal(t, 3, n, "breaking out of the loop stops the walk")
+	assert.Len(t, m.seen("GET /v1/agents?"), before+2, "a page is read when the loop asks for its first agent")
 
 	page, err = m.c.List(ctx, registry.ListOptions{Labels: map[string]string{"tier": "none"}})
 	require.NoError(t, err)

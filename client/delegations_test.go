@@ -327,13 +327,14 @@ func TestDelegationsPages(t *testing.T) {
 		}
 		assert.Equal(t, 1, n, "one failure ends the sequence")
 	}
-	n := 0
+	n, before := 0, len(m.seen("GET /v1/delegations?"))
 	for range m.c.Delegations(ctx, delegation.ListFilter{Limit: 1}) {
 		if n++; n == 2 {
 			break
 		}
 	}
 	assert.Equal(t, 2, n)
+	assert.Len(t, m.seen("GET /v1/delegations?"), before+2, "a page is read when the loop asks for its first record")
 }
 
 // TestDelegateAsyncSnapshot: an async delegation whose agent calls back
