@@ -363,7 +363,7 @@ func (c *Client) delegateSync(ctx context.Context, p *plan, rec Record, t Transp
 	reply, attempts, err := c.send(dctx, t, p, msg, f)
 	rec = c.settle(dctx, rec, attempts, reply, err, p.timeout)
 	if rec.Status != StatusAccepted && c.settled(f, rec) {
-		done(breakerOutcome(dctx, err))
+		done(breakerOutcome(rec, err))
 		return rec.Public()
 	}
 	if rec.Status == StatusAccepted {
@@ -375,7 +375,7 @@ func (c *Client) delegateSync(ctx context.Context, p *plan, rec Record, t Transp
 		stored = c.awaitCallback(ctx, dctx, cancel, p, stored)
 	}
 	// One outcome for the breaker, as for a reply: the final record's.
-	done(recordOutcome(stored))
+	done(breakerOutcome(stored, nil))
 	return stored.Public()
 }
 
@@ -399,22 +399,18 @@ func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Trans
 	defer cancel(nil)
 	f := c.track(rec, cancel)
 
-	var (
-		reply    Reply
-		attempts int
-		err      error
-	)
+	var out Record
 	if protocolOf(&p.agent) == registry.ProtocolInProcess {
-		reply, err = c.startHandler(rec, msg, p, done)
-		attempts = 1
+		reply, err := c.startHandler(rec, msg, p, done)
 		if err != nil {
 			done(err)
 		}
+		out = c.settle(dctx, rec, 1, reply, err, p.timeout)
 	} else {
-		reply, attempts, err = c.send(dctx, t, p, msg, f)
-		done(breakerOutcome(dctx, err))
+		reply, attempts, err := c.send(dctx, t, p, msg, f)
+		out = c.settle(dctx, rec, attempts, reply, err, p.timeout)
+		done(breakerOutcome(out, err))
 	}
-	out := c.settle(dctx, rec, attempts, reply, err, p.timeout)
 	if out.Status == StatusAccepted {
 		dl := out.UpdatedAt.Add(p.asyncTimeout)
 		out.Deadline = &dl
@@ -647,38 +643,23 @@ func ended(ctx context.Context, timeout time.Duration) (Status, string, string) 
 	}
 }
 
-// breakerOutcome is what a delegation reports to its breaker: nil for a
-// success, context.Canceled (not counted) when it was cancelled, the
-// timeout or the transport's error otherwise. recordOutcome is the same
-// rule for an outcome known only as a record.
-func breakerOutcome(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		switch cause := context.Cause(ctx); {
-		case errors.Is(cause, errDeadline), errors.Is(cause, context.DeadlineExceeded):
-			return context.DeadlineExceeded
-		default:
-			return context.Canceled
-		}
-	}
-	return err
-}
-
-// recordOutcome is what a delegation that ended as rec, through the store
-// (a callback, or the end of the wait for one), reports to its breaker,
-// by the rule of breakerOutcome: nil when completed, context.Canceled (not
-// counted) when canceled or interrupted, context.DeadlineExceeded at a
-// timeout, and the agent's failure otherwise.
-func recordOutcome(rec Record) error {
+// breakerOutcome is what a delegation that ended as rec reports to its
+// breaker: nil when the agent answered (completed, or accepted to answer
+// later), context.Canceled (not counted) when the delegation was canceled
+// or interrupted, context.DeadlineExceeded at a timeout, and otherwise
+// the agent's failure: err, the transport's error, when rec was settled
+// from a reply, else one made of the record (a failure the agent reported
+// through the callback).
+func breakerOutcome(rec Record, err error) error {
 	switch {
-	case rec.Status == StatusCompleted:
+	case rec.Status == StatusCompleted, rec.Status == StatusAccepted:
 		return nil
 	case rec.Status == StatusCanceled, rec.Code == CodeInterrupted:
 		return context.Canceled
 	case rec.Status == StatusTimeout:
 		return context.DeadlineExceeded
+	case err != nil:
+		return err
 	}
 	return &TransportError{Code: rec.Code, Message: rec.Error}
 }
