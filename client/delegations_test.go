@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -395,4 +398,46 @@ func TestDelegateAsyncSnapshot(t *testing.T) {
 	got, err := m.c.Delegation(ctx, rec.ID)
 	require.NoError(t, err)
 	assert.Equal(t, delegation.StatusCompleted, got.Status, "the record moved on")
+}
+
+// TestDelegateMillis: Timeout and AsyncTimeout travel in whole
+// milliseconds, rounded up, so that a positive timeout never becomes 0
+// (the server's default).
+func TestDelegateMillis(t *testing.T) {
+	m := newMesh(t, meshConfig{})
+	ctx := ctxT(t)
+	m.register(agentRecord("reports", asyncAgent(t, make(chan struct{})).url(), "report"))
+	var (
+		mu     sync.Mutex
+		bodies []map[string]any
+	)
+	f := newFront(t, m, func(w http.ResponseWriter, r *http.Request, i int) bool {
+		if r.URL.Path == "/v1/delegate" {
+			data, err := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			var b map[string]any
+			if err == nil {
+				err = json.Unmarshal(data, &b)
+			}
+			assert.NoError(t, err) // not require: this is the front's goroutine
+			mu.Lock()
+			bodies = append(bodies, b)
+			mu.Unlock()
+		}
+		return false
+	})
+	c := newClient(t, f.ts.URL, adminToken, nil)
+	_, err := c.Delegate(ctx, delegation.Request{Target: "reports", Task: "t", Async: true,
+		Timeout: 1500 * time.Microsecond, AsyncTimeout: time.Minute + time.Nanosecond})
+	require.NoError(t, err)
+	_, err = c.Delegate(ctx, delegation.Request{Target: "reports", Task: "t", Async: true,
+		Timeout: time.Nanosecond, AsyncTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, bodies, 2)
+	assert.EqualValues(t, 2, bodies[0]["timeoutMs"])
+	assert.EqualValues(t, 60001, bodies[0]["asyncTimeoutMs"])
+	assert.EqualValues(t, 1, bodies[1]["timeoutMs"])
+	assert.EqualValues(t, 2000, bodies[1]["asyncTimeoutMs"])
 }
