@@ -261,7 +261,8 @@ func TestCancel(t *testing.T) {
 }
 
 // TestDelegateWithoutReadScope: with a token that may delegate but not
-// read, Delegate returns the record the delegate reply describes.
+// read, or when the context ends before the read, Delegate returns the
+// record the delegate reply describes.
 func TestDelegateWithoutReadScope(t *testing.T) {
 	m := newMesh(t, meshConfig{})
 	ctx := ctxT(t)
@@ -278,6 +279,26 @@ func TestDelegateWithoutReadScope(t *testing.T) {
 
 	_, err = c.Delegation(ctx, rec.ID)
 	assert.ErrorIs(t, err, client.ErrPermissionDenied)
+
+	// The context ends after the delegate reply, before the read: the
+	// delegation ran, so that is no error either.
+	short, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := newFront(t, m, func(w http.ResponseWriter, r *http.Request, i int) bool {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/delegations/") {
+			cancel()
+			<-r.Context().Done() // the client gives up on the read
+			return true
+		}
+		return false
+	})
+	rec, err = newClient(t, f.ts.URL, adminToken, nil).Delegate(short, delegation.Request{Target: "finance", Task: "Budget?"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, rec.ID)
+	assert.Equal(t, delegation.StatusCompleted, rec.Status)
+	assert.JSONEq(t, `{"echo": "Budget?"}`, string(rec.Result))
+	assert.True(t, rec.CreatedAt.IsZero(), "not read back")
+	assert.Equal(t, int32(2), f.hits.Load(), "the delegate, then the read that was cut short")
 }
 
 // TestDelegationsPages: the iterator walks every page (Link rel=next),
