@@ -123,7 +123,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 
 // String describes the client by its server, never by its token.
 func (c *Client) String() string {
-	if c == nil || c.hc == nil {
+	if !c.usable() {
 		return "agentmesh client (no server)"
 	}
 	return "agentmesh client of " + c.base
