@@ -417,16 +417,7 @@ func (c *Client) delegateAsync(ctx context.Context, p *plan, rec Record, t Trans
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer wcancel()
-	var changed bool
-	stored, err := c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
-		changed = false
-		if cur.Status.Final() {
-			return nil, errKeep // a callback (or cancel) got there first and reported it
-		}
-		changed = true
-		next := out
-		return &next, nil
-	})
+	stored, changed, err := c.updateUnlessFinal(wctx, rec.ID, func(Record) Record { return out })
 	c.untrack(f)
 	if err != nil {
 		return Record{}, fmt.Errorf("delegation: write record: %w", err)
@@ -452,15 +443,7 @@ func (c *Client) storeOutcome(ctx context.Context, f *flight, rec Record) Record
 	err := c.commit.flush(wctx)
 	stored, changed := rec, true
 	if err == nil {
-		stored, err = c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
-			changed = false
-			if cur.Status.Final() {
-				return nil, errKeep // the callback got there first and reported it
-			}
-			changed = true
-			next := rec
-			return &next, nil
-		})
+		stored, changed, err = c.updateUnlessFinal(wctx, rec.ID, func(Record) Record { return rec })
 	}
 	if err != nil {
 		c.log.Warn("delegation record not written", "delegation_id", rec.ID, "err", err)
@@ -517,16 +500,9 @@ func (c *Client) awaitCallback(ctx, dctx context.Context, cancel context.CancelC
 	now := c.now()
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer wcancel()
-	var changed bool
-	stored, err := c.update(wctx, rec.ID, func(cur *Record) (*Record, error) {
-		changed = false
-		if cur.Status.Final() {
-			return nil, errKeep // the callback, a cancel or the maintainer got there first
-		}
-		changed = true
-		next := *cur
-		finalize(&next, s, code, msg, now)
-		return &next, nil
+	stored, changed, err := c.updateUnlessFinal(wctx, rec.ID, func(cur Record) Record {
+		finalize(&cur, s, code, msg, now)
+		return cur
 	})
 	if err != nil {
 		// The maintainer times the stored record out at its deadline.
@@ -538,6 +514,24 @@ func (c *Client) awaitCallback(ctx, dctx context.Context, cancel context.CancelC
 		c.finished(stored)
 	}
 	return stored
+}
+
+// updateUnlessFinal writes next(cur) over the stored record id unless
+// that one is final already: then it stays as it is, and whoever made it
+// final (a callback, a cancel, the maintainer, another replica) reported
+// it. It returns the record as stored and whether this call wrote it.
+func (c *Client) updateUnlessFinal(ctx context.Context, id string, next func(cur Record) Record) (Record, bool, error) {
+	var wrote bool
+	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
+		wrote = false
+		if cur.Status.Final() {
+			return nil, errKeep
+		}
+		wrote = true
+		n := next(*cur)
+		return &n, nil
+	})
+	return rec, wrote && err == nil, err
 }
 
 // storeTimeout bounds the store writes a client makes on its own behalf.

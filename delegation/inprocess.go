@@ -198,18 +198,11 @@ func (c *Client) startHandler(rec Record, msg Message, p *plan, done func(error)
 		done(breakerOutcome(fin, err))
 		ctx, cancelW := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancelW()
-		var changed bool
-		stored, err := c.update(ctx, rec.ID, func(cur *Record) (*Record, error) {
-			changed = false
-			if cur.Status.Final() {
-				return nil, errKeep
-			}
-			changed = true
-			next := *cur
+		stored, changed, err := c.updateUnlessFinal(ctx, rec.ID, func(next Record) Record {
 			next.Result, next.Response, next.NeedsInput = fin.Result, fin.Response, fin.NeedsInput
 			next.Attempts = max(next.Attempts, 1)
 			finalize(&next, fin.Status, fin.Code, fin.Error, now)
-			return &next, nil
+			return next
 		})
 		c.liveMu.Lock()
 		delete(c.bg, rec.ID)
