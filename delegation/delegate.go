@@ -468,21 +468,7 @@ func (c *Client) storeOutcome(ctx context.Context, f *flight, rec Record) Record
 // unless it became final meanwhile. Cancel and Shutdown reach the wait
 // through c.bg, as they reach an async in-process handler.
 func (c *Client) awaitCallback(ctx, dctx context.Context, cancel context.CancelCauseFunc, p *plan, rec Record) Record {
-	f := &flight{rec: rec, cancel: cancel, done: make(chan struct{})}
-	c.liveMu.Lock()
-	c.bg[rec.ID] = f
-	if c.forced { // Shutdown gave up waiting before this wait started
-		cancel(errShutdown)
-	}
-	c.liveMu.Unlock()
-	defer func() {
-		c.liveMu.Lock()
-		if c.bg[rec.ID] == f {
-			delete(c.bg, rec.ID)
-		}
-		c.liveMu.Unlock()
-		close(f.done)
-	}()
+	defer c.untrackBg(c.trackBg(rec, cancel))
 	for {
 		got, err := c.Wait(dctx, rec.ID)
 		if err == nil {
@@ -694,6 +680,32 @@ func (c *Client) settled(f *flight, rec Record) bool {
 	c.commit.put(rec)
 	c.finished(rec)
 	return true
+}
+
+// trackBg registers what the client runs for an accepted record (an
+// async in-process handler, a synchronous delegation waiting for its
+// callback) in c.bg, where Cancel, the maintainer's timeout and Shutdown
+// end it through cancel. It cancels at once when Shutdown already gave
+// up waiting.
+func (c *Client) trackBg(rec Record, cancel context.CancelCauseFunc) *flight {
+	f := &flight{rec: rec, cancel: cancel, done: make(chan struct{})}
+	c.liveMu.Lock()
+	c.bg[rec.ID] = f
+	if c.forced {
+		cancel(errShutdown)
+	}
+	c.liveMu.Unlock()
+	return f
+}
+
+// untrackBg removes f, registered by trackBg, once its work is over.
+func (c *Client) untrackBg(f *flight) {
+	c.liveMu.Lock()
+	if c.bg[f.rec.ID] == f {
+		delete(c.bg, f.rec.ID)
+	}
+	c.liveMu.Unlock()
+	close(f.done)
 }
 
 // untrack removes a flight whose record lives in the store from here on.

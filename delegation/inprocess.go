@@ -180,13 +180,7 @@ func (c *Client) startHandler(rec Record, msg Message, p *plan, done func(error)
 		return Reply{}, noHandler(p.agent.Name)
 	}
 	hctx, cancel := withTimeout(context.Background(), p.asyncTimeout)
-	f := &flight{rec: rec, cancel: cancel, done: make(chan struct{})}
-	c.liveMu.Lock()
-	c.bg[rec.ID] = f
-	if c.forced { // Shutdown gave up waiting before this one started
-		cancel(errShutdown)
-	}
-	c.liveMu.Unlock()
+	f := c.trackBg(rec, cancel)
 	c.bgOps.Add(1) // inside a Delegate call, so before Shutdown waits
 	task := taskOf(&msg)
 	go func() {
@@ -204,10 +198,7 @@ func (c *Client) startHandler(rec Record, msg Message, p *plan, done func(error)
 			finalize(&next, fin.Status, fin.Code, fin.Error, now)
 			return next
 		})
-		c.liveMu.Lock()
-		delete(c.bg, rec.ID)
-		c.liveMu.Unlock()
-		close(f.done)
+		c.untrackBg(f)
 		if err != nil {
 			c.log.Warn("delegation record not written", "delegation_id", rec.ID, "err", err)
 			return
