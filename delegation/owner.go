@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -25,7 +24,6 @@ const (
 type owners struct {
 	c     *Client
 	store OwnerStore
-	log   *slog.Logger
 
 	mu sync.RWMutex
 	id string // the owner id stamped on new records
@@ -39,7 +37,7 @@ type owners struct {
 // holdOwner starts holding an owner id in store and returns once the first
 // one is held (or ctx is done, or the store refused it).
 func holdOwner(ctx context.Context, c *Client, store OwnerStore) (*owners, error) {
-	o := &owners{c: c, store: store, log: c.log, holdDone: make(chan struct{})}
+	o := &owners{c: c, store: store, holdDone: make(chan struct{})}
 	hctx, cancel := context.WithCancel(context.Background())
 	o.stopHold = cancel
 	first := make(chan error, 1)
@@ -83,7 +81,7 @@ func (o *owners) hold(ctx context.Context, first chan<- error) {
 			o.mu.Lock()
 			o.id = id
 			o.mu.Unlock()
-			o.log.Info("delegation owner held", "owner", id)
+			o.c.log.Info("delegation owner held", "owner", id)
 			wait = ownerRetryMin
 			if first != nil {
 				first <- nil
@@ -97,7 +95,7 @@ func (o *owners) hold(ctx context.Context, first chan<- error) {
 			first <- fmt.Errorf("delegation: hold an owner id: %w", err)
 			return
 		}
-		o.log.Warn("delegation owner lost: its running delegations are interrupted; holding a new one",
+		o.c.log.Warn("delegation owner lost: its running delegations are interrupted; holding a new one",
 			"owner", id, "err", err, "retry_in", wait.String())
 		if sleepCtx(ctx, wait) != nil {
 			return
@@ -121,7 +119,7 @@ func (o *owners) watch() {
 			if ctx.Err() != nil {
 				return
 			}
-			o.log.Warn("watch of delegation owners ended; starting again", "err", err, "retry_in", wait.String())
+			o.c.log.Warn("watch of delegation owners ended; starting again", "err", err, "retry_in", wait.String())
 			if sleepCtx(ctx, wait) != nil {
 				return
 			}
@@ -139,14 +137,13 @@ func (o *owners) endWatch() {
 	<-o.watchDone
 }
 
-// release ends the watch and the life of the owner held, and waits for
-// both. Call it once the client's records are in the store: their owner is
-// dead for the others from here on.
+// release ends the life of the owner held and waits for it. Call it once
+// the watch has ended (endWatch) and the client's records are in the
+// store: their owner is dead for the others from here on.
 func (o *owners) release() {
 	if o == nil {
 		return
 	}
-	o.endWatch()
 	o.stopHold()
 	<-o.holdDone
 }
