@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,30 +58,12 @@ func requireWaiting(t *testing.T, ch <-chan delegation.Record) {
 	}
 }
 
-// statusLog is an OnRecord hook that keeps the statuses it is told of.
-type statusLog struct {
-	mu sync.Mutex
-	s  []delegation.Status
-}
-
-func (l *statusLog) hook(r delegation.Record) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.s = append(l.s, r.Status)
-}
-
-func (l *statusLog) all() []delegation.Status {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]delegation.Status(nil), l.s...)
-}
-
 // 202 then a completed callback: while Delegate waits the record is
 // accepted, with the sync deadline, readable by id; Delegate then returns
 // the completed record with the callback's result; OnRecord hears of each
 // transition once.
 func TestSyncAcceptedThenCompleted(t *testing.T) {
-	var log statusLog
+	var log recordLog
 	e := newEnv(t, &delegation.Options{OnRecord: log.hook})
 	got := asyncAgent(e, "slowpoke")
 	done := goDelegate(e, delegation.Request{Target: "slowpoke", Task: "long job", Timeout: time.Minute})
@@ -110,7 +91,7 @@ func TestSyncAcceptedThenCompleted(t *testing.T) {
 	assert.NotNil(t, rec.FinishedAt)
 	assert.Empty(t, rec.SecretHash)
 	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
-	assert.Equal(t, []delegation.Status{delegation.StatusAccepted, delegation.StatusCompleted}, log.all())
+	assert.Equal(t, []delegation.Status{delegation.StatusAccepted, delegation.StatusCompleted}, log.statuses())
 
 	code, _ = callBack(t, tr.CallbackURL, `{"status":"completed"}`)
 	assert.Equal(t, http.StatusConflict, code, "the secret is single-use")
@@ -169,7 +150,7 @@ func TestSyncCallbackBeforeReply(t *testing.T) {
 		{"200", func(w http.ResponseWriter) { _, _ = w.Write([]byte(`{"result":"from the reply"}`)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var log statusLog
+			var log recordLog
 			store := newMemStore()
 			store.putDelay = 30 * time.Millisecond
 			e := newEnvWith(t, config{store: store, opts: &delegation.Options{OnRecord: log.hook}})
@@ -185,7 +166,7 @@ func TestSyncCallbackBeforeReply(t *testing.T) {
 			stored := e.stored(rec.ID)
 			assert.Equal(t, delegation.StatusCompleted, stored.Status)
 			assert.JSONEq(t, `"instant"`, string(stored.Result))
-			assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, log.all())
+			assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, log.statuses())
 		})
 	}
 }
@@ -195,7 +176,7 @@ func TestSyncCallbackBeforeReply(t *testing.T) {
 // poll and returns the completed record. Each client reports the
 // transition it made, once.
 func TestSyncAcceptedOtherReplica(t *testing.T) {
-	var logA, logB statusLog
+	var logA, logB recordLog
 	e := newEnv(t, &delegation.Options{OnRecord: logA.hook, WaitPollInterval: 20 * time.Millisecond})
 	other := newEnvWith(t, config{store: e.store, opts: &delegation.Options{OnRecord: logB.hook, SkipRecovery: true}})
 	got := asyncAgent(e, "a")
@@ -210,8 +191,8 @@ func TestSyncAcceptedOtherReplica(t *testing.T) {
 	rec := receive(t, done)
 	assert.Equal(t, delegation.StatusCompleted, rec.Status)
 	assert.JSONEq(t, `"via B"`, string(rec.Result))
-	assert.Equal(t, []delegation.Status{delegation.StatusAccepted}, logA.all())
-	assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, logB.all())
+	assert.Equal(t, []delegation.Status{delegation.StatusAccepted}, logA.statuses())
+	assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, logB.statuses())
 }
 
 // The wait ends like a delegation in flight: Cancel makes it canceled,

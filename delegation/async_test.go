@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,15 +275,8 @@ func TestCancelRunning(t *testing.T) {
 // final record, the late 202 does not move it back to accepted, and
 // OnRecord hears of the record once (metrics and audit count it once).
 func TestAsyncCallbackBeforeAccepted(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		seen []delegation.Status
-	)
-	e := newEnv(t, &delegation.Options{OnRecord: func(r delegation.Record) {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, r.Status)
-	}})
+	var log recordLog
+	e := newEnv(t, &delegation.Options{OnRecord: log.hook})
 	e.agentServer("eager", func(w http.ResponseWriter, r *http.Request) {
 		tr := readTask(t, r)
 		code, body := callBack(t, tr.CallbackURL, `{"status":"completed","result":"instant"}`)
@@ -295,9 +287,7 @@ func TestAsyncCallbackBeforeAccepted(t *testing.T) {
 	assert.Equal(t, delegation.StatusCompleted, rec.Status)
 	assert.JSONEq(t, `"instant"`, string(rec.Result))
 	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, seen)
+	assert.Equal(t, []delegation.Status{delegation.StatusCompleted}, log.statuses())
 }
 
 // An async delegation to an agent that answers 200 at once is completed;

@@ -221,6 +221,42 @@ func (c *counter) wrap(h http.HandlerFunc) http.HandlerFunc {
 
 func (c *counter) get() int { return int(c.n.Load()) }
 
+// recordLog is an OnRecord hook that keeps the records it is told of.
+type recordLog struct {
+	mu   sync.Mutex
+	recs []delegation.Record
+}
+
+func (l *recordLog) hook(r delegation.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r)
+}
+
+// statuses returns the status of each record told of, in order.
+func (l *recordLog) statuses() []delegation.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]delegation.Status, len(l.recs))
+	for i, r := range l.recs {
+		out[i] = r.Status
+	}
+	return out
+}
+
+// of returns the records told of with the given id, in order.
+func (l *recordLog) of(id string) []delegation.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []delegation.Record
+	for _, r := range l.recs {
+		if r.ID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // registryForTest returns an empty registry closed at the end of the test.
 func registryForTest(t *testing.T) (*registry.Registry, error) {
 	reg, err := registry.New(context.Background(), memstore.New(), &registry.Options{SweepInterval: -1})

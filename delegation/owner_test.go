@@ -124,8 +124,7 @@ type ownerClient struct {
 	started chan string
 	release chan struct{}
 	free    func() // closes release, once
-	mu      sync.Mutex
-	ended   []delegation.Record
+	log     recordLog
 }
 
 func newOwnerClient(t *testing.T, s *ownerStore) (*ownerClient, error) {
@@ -142,33 +141,16 @@ func newOwnerClient(t *testing.T, s *ownerStore) (*ownerClient, error) {
 		}
 	}))
 	t.Cleanup(agent.Close)
-	reg, err := registry.New(t.Context(), memstore.New(), &registry.Options{SweepInterval: -1})
+	reg, err := registryForTest(t)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close() })
 	_, _, err = reg.Register(t.Context(), registry.Agent{Name: "slow", Description: "slow", Endpoint: agent.URL})
 	require.NoError(t, err)
-	oc.c, err = delegation.New(t.Context(), reg, s, &delegation.Options{OnRecord: func(r delegation.Record) {
-		oc.mu.Lock()
-		oc.ended = append(oc.ended, r)
-		oc.mu.Unlock()
-	}})
+	oc.c, err = delegation.New(t.Context(), reg, s, &delegation.Options{OnRecord: oc.log.hook})
 	if err == nil {
 		t.Cleanup(func() { _ = oc.c.Close() })
 		t.Cleanup(oc.free) // first
 	}
 	return oc, err
-}
-
-func (oc *ownerClient) reported(id string) []delegation.Record {
-	oc.mu.Lock()
-	defer oc.mu.Unlock()
-	var out []delegation.Record
-	for _, r := range oc.ended {
-		if r.ID == id {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // running starts a delegation to "slow" and returns its id, once its
@@ -249,12 +231,12 @@ func TestOwnerStoreInterruptsOrphans(t *testing.T) {
 	assert.Equal(t, delegation.StatusFailed, got.Status)
 	assert.Equal(t, delegation.CodeInterrupted, got.Code)
 	assert.NotNil(t, got.FinishedAt)
-	assert.Len(t, oc.reported("orphan"), 1)
+	assert.Len(t, oc.log.of("orphan"), 1)
 	for _, id := range []string{"moved", "accepted"} {
 		got, err := s.GetDelegation(t.Context(), id)
 		require.NoError(t, err)
 		assert.False(t, got.Status.Final(), id)
-		assert.Empty(t, oc.reported(id), id)
+		assert.Empty(t, oc.log.of(id), id)
 	}
 }
 
@@ -278,7 +260,7 @@ func TestOwnerStoreLostOwner(t *testing.T) {
 	ended := <-done
 	assert.Equal(t, delegation.StatusFailed, ended.Status, "the delegation ends as the store says")
 	assert.Equal(t, delegation.CodeInterrupted, ended.Code)
-	assert.Len(t, oc.reported(id), 1)
+	assert.Len(t, oc.log.of(id), 1)
 	_, err = oc.c.List(t.Context(), delegation.ListFilter{}) // its end is written (and kept out)
 	require.NoError(t, err)
 	stored, err := s.GetDelegation(t.Context(), id)
