@@ -237,6 +237,29 @@ func TestSyncAcceptedCancel(t *testing.T) {
 	assert.Equal(t, delegation.CodeInterrupted, e.stored(id).Code)
 }
 
+// The caller's deadline, before the delegation's own, ends the wait as
+// it ends a delegation in flight: timeout, in the store too, and one
+// failure for the breaker (a slow agent, unlike a cancel).
+func TestSyncAcceptedCallerDeadline(t *testing.T) {
+	var log recordLog
+	set := breaker.NewSet(nil, &breaker.Options{FailureThreshold: 10})
+	e := newEnv(t, &delegation.Options{Breakers: set, OnRecord: log.hook})
+	got := asyncAgent(e, "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := goDelegateCtx(ctx, e, delegation.Request{Target: "a", Task: "t", Timeout: time.Minute})
+	id := (<-got).DelegationID
+	rec := receive(t, done)
+	assert.Equal(t, id, rec.ID)
+	assert.Equal(t, delegation.StatusTimeout, rec.Status)
+	assert.Equal(t, delegation.CodeTimeout, rec.Code)
+	assert.Equal(t, "no reply before the caller's deadline", rec.Error)
+	assert.Equal(t, delegation.StatusTimeout, e.stored(id).Status)
+	assert.Equal(t, []delegation.Status{delegation.StatusAccepted, delegation.StatusTimeout}, log.statuses(),
+		"it was accepted, waiting, when the caller's deadline came")
+	assert.Equal(t, 1, set.Get("a").Snapshot().Failures)
+}
+
 // The breaker hears one outcome per delegation, when the callback (or the
 // deadline) ends it, not at the 202: a failed callback is one failure, a
 // timeout one more, a completed callback a success (the failures reset).
