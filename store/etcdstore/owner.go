@@ -138,31 +138,9 @@ func (s *Store) revokeOwner(id clientv3.LeaseID) {
 // fn gets up to 500 ids a call. WatchOrphans returns ctx's error once ctx
 // is done, and an error wrapping [ErrClosed] once the store is closed.
 func (s *Store) WatchOrphans(ctx context.Context, fn func(owner string, ids []string)) error {
-	c, err := s.begin(ctx, "watch delegation owners", false)
-	if err != nil {
-		return err
-	}
-	defer c.end()
-	wait := watchRetryMin
-	for {
-		rev, err := s.reportOrphans(c.ctx, fn)
-		if err == nil {
-			err = s.followOwners(c.ctx, rev, fn)
-			wait = watchRetryMin
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if c.ctx.Err() != nil {
-			return c.fail(c.ctx.Err())
-		}
-		s.log.Warn("etcdstore: watch of delegation owners interrupted; checking again", "prefix", s.prefix, "err", err, "retry_in", wait.String())
-		select {
-		case <-c.ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, watchRetryMax)
-	}
+	return s.rewatch(ctx, "delegation owners",
+		func(ctx context.Context) (int64, error) { return s.reportOrphans(ctx, fn) },
+		func(ctx context.Context, rev int64) error { return s.followOwners(ctx, rev, fn) })
 }
 
 // reportOrphans reports the running records of the owners in the
@@ -219,15 +197,6 @@ func (s *Store) findOrphans(ctx context.Context) (map[string][]string, int64, er
 		return nil, 0, fmt.Errorf("read delegations by owner: %w", err)
 	}
 	return orphans, rev, nil
-}
-
-// boundedRead bounds ctx by the request timeout, for the reads of a watch
-// (which is not bounded as a whole).
-func (s *Store) boundedRead(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
 }
 
 // followOwners watches the owner keys after revision rev and reports the

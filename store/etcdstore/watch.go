@@ -25,19 +25,31 @@ const (
 	watchRetryMax = 5 * time.Second
 )
 
-// watchPrefix is the loop of the Watch methods: it reads every key under
-// prefix at one revision and reports them as a snapshot (reset true, at
-// that revision), then watches the prefix from the next revision on and
-// reports each batch of events etcd sends (at the revision of its last
-// event). When the watch ends — its revision was compacted, the cluster
-// lost its leader, the connection broke — it reads and reports a new
-// snapshot and watches again, waiting between failed attempts. what names
-// the records in the call's name and in the log ("agents").
+// watchPrefix is the watch of the WatchAgents and WatchBreakers methods:
+// it reads every key under prefix at one revision and reports them as a
+// snapshot (reset true, at that revision), then watches the prefix from
+// the next revision on and reports each batch of events etcd sends (at
+// the revision of its last event), starting over as rewatch says. what
+// names the records in the call's name and in the log ("agents").
 //
 // report runs on the caller's goroutine, one report at a time. It returns
 // ctx's error once ctx is done, and an error wrapping [ErrClosed] once the
 // store is closed.
 func (s *Store) watchPrefix(ctx context.Context, what, prefix string, report func(reset bool, rev int64, kvs []watched)) error {
+	return s.rewatch(ctx, what,
+		func(ctx context.Context) (int64, error) { return s.reportSnapshot(ctx, prefix, report) },
+		func(ctx context.Context, rev int64) error { return s.follow(ctx, prefix, rev, report) })
+}
+
+// rewatch is the loop of every watch of the store: snapshot reads and
+// reports what is watched at one revision, which it returns; follow
+// watches from the next revision on until the watch ends — its revision
+// was compacted, the cluster lost its leader, the connection broke.
+// rewatch then takes a new snapshot and follows again, waiting between
+// failed attempts. what names the watch in the call's name and in the
+// log. It returns ctx's error once ctx is done, and an error wrapping
+// [ErrClosed] once the store is closed.
+func (s *Store) rewatch(ctx context.Context, what string, snapshot func(context.Context) (int64, error), follow func(context.Context, int64) error) error {
 	c, err := s.begin(ctx, "watch "+what, false)
 	if err != nil {
 		return err
@@ -45,9 +57,9 @@ func (s *Store) watchPrefix(ctx context.Context, what, prefix string, report fun
 	defer c.end()
 	wait := watchRetryMin
 	for {
-		rev, err := s.reportSnapshot(c.ctx, prefix, report)
+		rev, err := snapshot(c.ctx)
 		if err == nil {
-			err = s.follow(c.ctx, prefix, rev, report)
+			err = follow(c.ctx, rev)
 			wait = watchRetryMin
 		}
 		if ctx.Err() != nil {
@@ -68,11 +80,8 @@ func (s *Store) watchPrefix(ctx context.Context, what, prefix string, report fun
 // reportSnapshot reads every key under prefix and reports them as a
 // snapshot, returning the revision read.
 func (s *Store) reportSnapshot(ctx context.Context, prefix string, report func(bool, int64, []watched)) (int64, error) {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
-		defer cancel()
-	}
+	ctx, cancel := s.boundedRead(ctx)
+	defer cancel()
 	var kvs []watched
 	rev, err := s.rangeAll(ctx, prefix, 0, func(kv *kvPair) error {
 		kvs = append(kvs, watched{key: kv.key, value: kv.value, rev: kv.mod, put: true})
@@ -83,6 +92,15 @@ func (s *Store) reportSnapshot(ctx context.Context, prefix string, report func(b
 	}
 	report(true, rev, kvs)
 	return rev, nil
+}
+
+// boundedRead bounds ctx by the request timeout, for the reads of a watch
+// (which is not bounded as a whole).
+func (s *Store) boundedRead(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, s.timeout, errNoAnswer)
 }
 
 // follow watches the keys under prefix after revision rev and reports
