@@ -90,6 +90,17 @@ func registerAgents(t *testing.T, s *etcdstore.Store, a *slowAgents) {
 	}
 }
 
+// ownedReplicas opens n stores over one prefix with the owner TTL of
+// these tests, and registers the agents of new slowAgents through the
+// first.
+func ownedReplicas(t *testing.T, n int) ([]*etcdstore.Store, *slowAgents) {
+	t.Helper()
+	rs := replicas(t, n, &etcdstore.Options{OwnerTTL: ownerTTL})
+	agents := newSlowAgents(t)
+	registerAgents(t, rs[0], agents)
+	return rs, agents
+}
+
 // meshReplica is a replica's registry and delegation client over its own
 // store, recording what its client reports through OnRecord.
 type meshReplica struct {
@@ -196,9 +207,7 @@ func interruptedWithin(t *testing.T, s *etcdstore.Store, id string, within time.
 // not change the record.
 func TestDelegationsOfADeadReplicaAreInterrupted(t *testing.T) {
 	t.Parallel()
-	rs := replicas(t, 3, &etcdstore.Options{OwnerTTL: ownerTTL})
-	agents := newSlowAgents(t)
-	registerAgents(t, rs[0], agents)
+	rs, agents := ownedReplicas(t, 3)
 	a, b, c := newMeshReplica(t, rs[0], nil), newMeshReplica(t, rs[1], nil), newMeshReplica(t, rs[2], nil)
 
 	bDone := b.delegate(t, "slow")
@@ -237,10 +246,8 @@ func TestDelegationsOfADeadReplicaAreInterrupted(t *testing.T) {
 // record.
 func TestLateWriteOfADeadOwnerCannotReviveItsRecord(t *testing.T) {
 	t.Parallel()
-	rs := replicas(t, 2, &etcdstore.Options{OwnerTTL: ownerTTL})
+	rs, agents := ownedReplicas(t, 2)
 	cli := rawClient(t)
-	agents := newSlowAgents(t)
-	registerAgents(t, rs[0], agents)
 	a := newMeshReplica(t, rs[0], &delegation.Options{SkipRecovery: true})
 	b := newMeshReplica(t, rs[1], nil)
 
@@ -278,11 +285,9 @@ func TestLateWriteOfADeadOwnerCannotReviveItsRecord(t *testing.T) {
 // the delegations itself.
 func TestCleanShutdownReleasesTheOwner(t *testing.T) {
 	t.Parallel()
-	rs := replicas(t, 2, &etcdstore.Options{OwnerTTL: ownerTTL})
+	rs, agents := ownedReplicas(t, 2)
 	cli := rawClient(t)
 	prefix := storePrefix(t, rs[0], cli)
-	agents := newSlowAgents(t)
-	registerAgents(t, rs[0], agents)
 	a := newMeshReplica(t, rs[0], nil)
 	b := newMeshReplica(t, rs[1], nil)
 
@@ -327,9 +332,7 @@ func TestCleanShutdownReleasesTheOwner(t *testing.T) {
 // store's recovery at start would do), however long it runs.
 func TestRestartingReplicaLeavesOthersAlone(t *testing.T) {
 	t.Parallel()
-	rs := replicas(t, 2, &etcdstore.Options{OwnerTTL: ownerTTL})
-	agents := newSlowAgents(t)
-	registerAgents(t, rs[0], agents)
+	rs, agents := ownedReplicas(t, 2)
 	a := newMeshReplica(t, rs[0], nil)
 	aDone := a.delegate(t, "slow")
 	id := agents.next(t)
@@ -348,11 +351,9 @@ func TestRestartingReplicaLeavesOthersAlone(t *testing.T) {
 // record left running and interrupts it at once.
 func TestReplicaStartingAfterACrashInterrupts(t *testing.T) {
 	t.Parallel()
-	rs := replicas(t, 2, &etcdstore.Options{OwnerTTL: ownerTTL})
+	rs, agents := ownedReplicas(t, 2)
 	cli := rawClient(t)
 	prefix := storePrefix(t, rs[1], cli)
-	agents := newSlowAgents(t)
-	registerAgents(t, rs[0], agents)
 	a := newMeshReplica(t, rs[0], nil)
 	a.delegate(t, "slow")
 	id := agents.next(t)
