@@ -768,9 +768,20 @@ var errKeep = errors.New("delegation: keep record")
 // update runs fn on the stored record through Store.UpdateDelegation and
 // returns the record as stored afterwards.
 func (c *Client) update(ctx context.Context, id string, fn func(cur *Record) (*Record, error)) (Record, error) {
-	var out Record
+	rec, _, err := c.change(ctx, id, fn)
+	return rec, err
+}
+
+// change is update that also reports whether it wrote the record fn
+// returned: false when fn kept the stored one (errKeep).
+func (c *Client) change(ctx context.Context, id string, fn func(cur *Record) (*Record, error)) (Record, bool, error) {
+	var (
+		out   Record
+		wrote bool
+	)
 	err := c.store.UpdateDelegation(ctx, id, func(cur *Record) (*Record, error) {
 		next, err := fn(cur)
+		wrote = err == nil
 		switch {
 		case errors.Is(err, errKeep):
 			out = *cur
@@ -784,11 +795,11 @@ func (c *Client) update(ctx context.Context, id string, fn func(cur *Record) (*R
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return Record{}, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
+			return Record{}, false, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
 		}
-		return Record{}, err
+		return Record{}, false, err
 	}
-	return out, nil
+	return out, wrote, nil
 }
 
 // finalize moves rec to a final status at now.

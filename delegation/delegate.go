@@ -507,17 +507,13 @@ func (c *Client) awaitCallback(ctx, dctx context.Context, cancel context.CancelC
 // final (a callback, a cancel, the maintainer, another replica) reported
 // it. It returns the record as stored and whether this call wrote it.
 func (c *Client) updateUnlessFinal(ctx context.Context, id string, next func(cur Record) Record) (Record, bool, error) {
-	var wrote bool
-	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
-		wrote = false
+	return c.change(ctx, id, func(cur *Record) (*Record, error) {
 		if cur.Status.Final() {
 			return nil, errKeep
 		}
-		wrote = true
 		n := next(*cur)
 		return &n, nil
 	})
-	return rec, wrote && err == nil, err
 }
 
 // storeTimeout bounds the store writes a client makes on its own behalf.

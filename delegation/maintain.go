@@ -164,12 +164,9 @@ func (c *Client) expire(id string) (retry bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	now := c.now()
-	var (
-		later   *time.Time
-		changed bool
-	)
-	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
-		later, changed = nil, false
+	var later *time.Time
+	rec, changed, err := c.change(ctx, id, func(cur *Record) (*Record, error) {
+		later = nil
 		if cur.Status != StatusAccepted {
 			return nil, errKeep
 		}
@@ -179,7 +176,6 @@ func (c *Client) expire(id string) (retry bool) {
 		}
 		next := *cur
 		finalize(&next, StatusTimeout, CodeTimeout, "no callback before the deadline", now)
-		changed = true
 		return &next, nil
 	})
 	switch {

@@ -172,15 +172,12 @@ func (c *Client) interruptOrphan(ctx context.Context, owner, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	now := c.now()
-	var changed bool
-	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
-		changed = false
+	rec, changed, err := c.change(ctx, id, func(cur *Record) (*Record, error) {
 		if cur.Status != StatusRunning || cur.Owner != owner {
 			return nil, errKeep // finished, accepted, or reported twice
 		}
 		next := *cur
 		finalize(&next, StatusFailed, CodeInterrupted, "the mesh replica running the delegation stopped", now)
-		changed = true
 		return &next, nil
 	})
 	switch {
