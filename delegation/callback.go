@@ -57,10 +57,11 @@ func (c *Client) callbackURL(id, secret string) string {
 }
 
 // Callback applies an agent's report to the delegation with the given
-// id (async, or synchronous and answered 202), authenticated by the callback secret of its URL, and returns
-// the record, now final. Errors: [ErrUnauthenticated] for a wrong or
-// missing secret; one wrapping [ErrNotFound]; [ErrInvalid] for a status
-// other than completed or failed; [ErrFinal] when the record is already
+// id (async, or synchronous and answered 202), authenticated by the
+// callback secret of its URL, and returns the record, now final. Errors:
+// [ErrUnauthenticated] for a wrong or missing secret; one wrapping
+// [ErrNotFound]; [ErrInvalid] for a status other than completed or
+// failed; [ErrFinal] when the record is already
 // final — including a callback that arrives after the async deadline,
 // which makes the record timeout (a late callback never overturns timeout
 // or canceled); [ErrClosed]. A result over MaxResultBytes fails the

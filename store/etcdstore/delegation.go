@@ -38,10 +38,10 @@ var _ delegation.Store = (*Store)(nil)
 // cheaply in ascending key order, so a page of a listing is a limited
 // range. <finished> is the finish time in 24 hex digits (oldest first, for
 // pruning). <status> and <owner> are path-escaped (so an owner holds no
-// "/"). Every write of a record puts all of
-// its index entries in the same transaction, so they share the record's
-// mod revision: a conditional delete can compare an index entry's
-// revision instead of reading the record.
+// "/"). Every write of a record puts all of its index entries in the same
+// transaction, so they share the record's mod revision: a conditional
+// delete can compare an index entry's revision instead of reading the
+// record.
 const (
 	delegationRecords    = "delegations/records/"
 	delegationByCreated  = "delegations/by_created/"

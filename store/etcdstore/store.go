@@ -323,9 +323,10 @@ func (s *Store) checkSchema(ctx context.Context, timeout time.Duration) (version
 // Close cancels the calls in flight (they fail with [ErrClosed]), waits
 // for them, watches included ([Store.WatchAgents],
 // [Store.WatchBreakers], [Store.WatchOrphans]) and [Store.HoldOwner],
-// whose leases it leaves to expire, and closes the etcd client. Nothing is lost by
-// closing: every write that returned nil is committed in etcd. Close is idempotent and safe for concurrent use;
-// later calls return the first call's result.
+// whose leases it leaves to expire, and closes the etcd client. Nothing
+// is lost by closing: every write that returned nil is committed in
+// etcd. Close is idempotent and safe for concurrent use; later calls
+// return the first call's result.
 func (s *Store) Close() error {
 	if s.cli == nil {
 		return nil
