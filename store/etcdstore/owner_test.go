@@ -6,6 +6,7 @@ package etcdstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -113,14 +114,16 @@ func TestHoldOwner(t *testing.T) {
 
 // orphanLog collects the reports of a WatchOrphans call.
 type orphanLog struct {
-	mu  sync.Mutex
-	ids map[string]string // record id → owner reported
-	n   map[string]int    // record id → times reported
+	mu    sync.Mutex
+	ids   map[string]string // record id → owner reported
+	n     map[string]int    // record id → times reported
+	calls []int             // the number of ids of each call
 }
 
 func (l *orphanLog) report(owner string, ids []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.calls = append(l.calls, len(ids))
 	for _, id := range ids {
 		l.ids[id] = owner
 		l.n[id]++
@@ -228,6 +231,26 @@ func TestWatchOrphans(t *testing.T) {
 	l.mu.Lock()
 	assert.Equal(t, 1, l.n["of-dead"], "an interrupted record leaves the index: not reported again")
 	l.mu.Unlock()
+}
+
+// TestWatchOrphansChunks: WatchOrphans reports at most 500 ids a call.
+func TestWatchOrphansChunks(t *testing.T) {
+	t.Parallel()
+	s := open(t, nil)
+	recs := make([]delegation.Record, 501)
+	for i := range recs {
+		recs[i] = running(fmt.Sprintf("r%03d", i), "dead")
+	}
+	putRecords(t, s, recs...)
+	l := watchOrphans(t, s)
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.n) == len(recs)
+	}, waitFor, 10*time.Millisecond, "every record of the dead owner is reported")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, []int{500, 1}, l.calls)
 }
 
 // TestWatchOrphansEndsOnClose: closing the store ends a watch with
