@@ -56,7 +56,7 @@ Modes (-mode):
              least 8 calls in flight), then call mesh_discover with the
              queries round-robin, -c calls in flight on the one connection;
              with -hold, a first -cmd holds the store and the measured one
-             is its front-end
+             is its front-end (the server's CPU time is then both's)
   takeover   start -cmd twice on one store (holder and front-end), then
              -repeat times: SIGKILL the holder and time the first
              mesh_register the front-end gets acknowledged
@@ -363,6 +363,7 @@ func loadQueries(cfg *config, gen *generator) ([]string, error) {
 // mesh_discover at each concurrency level.
 func runMCP(ctx context.Context, cfg *config, gen *generator, agents int, queries []string, emit func(*Report), stderr io.Writer) (int, error) {
 	argv := strings.Fields(cfg.cmd)
+	var pids []int
 	if cfg.hold {
 		// The first process holds the store; the measured one is its
 		// front-end.
@@ -371,16 +372,27 @@ func runMCP(ctx context.Context, cfg *config, gen *generator, agents int, querie
 			return 1, err
 		}
 		defer h.close()
+		pids = append(pids, h.cmd.Process.Pid)
 	}
 	c, err := startMCP(ctx, argv, stderr)
 	if err != nil {
 		return 1, err
 	}
 	defer c.close()
+	pids = append(pids, c.cmd.Process.Pid)
+	// The server is every process of the mesh: with -hold, the holder's
+	// background work (training the router on the seeded agents) must be
+	// over before measuring too, and its CPU time counts.
 	var serverCPU func() time.Duration
-	pid := c.cmd.Process.Pid
-	if _, ok := processCPU(pid); ok {
-		serverCPU = func() time.Duration { d, _ := processCPU(pid); return d }
+	if _, ok := processCPU(pids[0]); ok {
+		serverCPU = func() time.Duration {
+			var sum time.Duration
+			for _, pid := range pids {
+				d, _ := processCPU(pid)
+				sum += d
+			}
+			return sum
+		}
 	}
 	if agents > 0 {
 		// Seeding is not what is measured: it keeps at least 8 calls in

@@ -221,6 +221,12 @@ func TestSmokeMCPStdio(t *testing.T) {
 		t.Errorf("mesh_discover: %+v", r)
 	}
 
+	// -hold starts a first process too; the server's CPU time is both's.
+	r = meshload(t, 0, "-mode", "mcp-stdio", "-hold", "-cmd", exe, "-n", "50", "-c", "2", "-d", "200ms", "-nqueries", "20")
+	if r.Requests == 0 || r.Errors != 0 || runtime.GOOS == "linux" && r.ServerCPUSeconds <= 0 {
+		t.Errorf("mesh_discover with -hold: %+v", r)
+	}
+
 	queries := filepath.Join(t.TempDir(), "queries.txt")
 	if err := os.WriteFile(queries, []byte("!!!\n"), 0o600); err != nil {
 		t.Fatal(err)
