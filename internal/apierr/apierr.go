@@ -1,0 +1,112 @@
+// Package apierr is how an error of the mesh describes itself to whoever
+// made the request: a code from the documented catalogue and a message
+// safe to show. The core packages declare their errors with it; the
+// front-ends (HTTP, MCP, A2A) call [Describe] and choose only the status.
+//
+// An error is described by the first error in its chain that implements
+// [Described] — an [*Error] made with [New] or [Errorf], or a package's own
+// type such as a field validation error. Anything else is internal: a store
+// failure or a bug, logged by the front-end and never shown.
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Codes shared by several packages. A package's own codes (not_found,
+// agent_error, ...) are declared by that package.
+const (
+	CodeInvalidArgument  = "invalid_argument"
+	CodeUnauthenticated  = "unauthenticated"
+	CodePermissionDenied = "permission_denied"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeUnavailable      = "unavailable"
+	CodeCanceled         = "canceled"
+	CodeTimeout          = "timeout"
+	CodeInternal         = "internal"
+)
+
+// Described is an error that carries its code and a message safe to show.
+// The message says what went wrong in words the caller can act on, without
+// the "<package>: " prefix Error adds for logs.
+type Described interface {
+	error
+	Describe() (code, message string)
+}
+
+// Error is an error with a code and a safe message. Packages declare their
+// sentinel errors with [New] and add detail with [Errorf]; errors.Is
+// matches an Errorf error against its sentinel.
+type Error struct {
+	code    string
+	pkg     string
+	message string
+	// sentinel is the error Errorf added detail to; nil for a sentinel.
+	sentinel *Error
+}
+
+// New returns a sentinel error of package pkg with code and message. Its
+// Error text is "<pkg>: <message>".
+func New(pkg, code, message string) *Error {
+	return &Error{code: code, pkg: pkg, message: message}
+}
+
+// Errorf returns an error that is sentinel with detail: its message is the
+// sentinel's followed by ": " and the formatted detail, and errors.Is
+// reports it as sentinel.
+func Errorf(sentinel *Error, format string, args ...any) *Error {
+	base := sentinel
+	if base.sentinel != nil {
+		base = base.sentinel
+	}
+	return &Error{
+		code:     sentinel.code,
+		pkg:      sentinel.pkg,
+		message:  sentinel.message + ": " + fmt.Sprintf(format, args...),
+		sentinel: base,
+	}
+}
+
+// Error returns "<pkg>: <message>".
+func (e *Error) Error() string { return e.pkg + ": " + e.message }
+
+// Describe returns the code and the message without the package prefix.
+func (e *Error) Describe() (code, message string) { return e.code, e.message }
+
+// Code returns the error's code.
+func (e *Error) Code() string { return e.code }
+
+// Is reports whether target is e or the sentinel e was made from.
+func (e *Error) Is(target error) bool {
+	return e.sentinel != nil && target == error(e.sentinel)
+}
+
+// Describe returns the code and safe message of err: those of the first
+// error in its chain that is [Described]; canceled or timeout for a
+// context's error; otherwise ok is false and err is internal, to be logged
+// and never shown.
+func Describe(err error) (code, message string, ok bool) {
+	var d Described
+	switch {
+	case err == nil:
+		return "", "", false
+	case errors.As(err, &d):
+		code, message = d.Describe()
+		return code, message, true
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled, "the request was canceled", true
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeTimeout, "the request timed out", true
+	}
+	return "", "", false
+}
+
+// Code returns the code of err as [Describe] finds it, or "" for an
+// internal error.
+func Code(err error) string {
+	code, _, _ := Describe(err)
+	return code
+}

@@ -1,0 +1,63 @@
+package apierr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
+)
+
+var errMissing = apierr.New("widgets", "not_found", "widget not found")
+
+type fieldErr struct{ field string }
+
+func (e *fieldErr) Error() string { return "widgets: invalid " + e.field }
+func (e *fieldErr) Describe() (string, string) {
+	return apierr.CodeInvalidArgument, e.field + ": must be set"
+}
+
+func TestDescribe(t *testing.T) {
+	detailed := apierr.Errorf(errMissing, "name %q", "w1")
+	for _, tc := range []struct {
+		name          string
+		err           error
+		code, message string
+		ok            bool
+	}{
+		{"sentinel", errMissing, "not_found", "widget not found", true},
+		{"detail", detailed, "not_found", `widget not found: name "w1"`, true},
+		{"detail of detail", apierr.Errorf(detailed, "again"), "not_found", `widget not found: name "w1": again`, true},
+		{"wrapped", fmt.Errorf("loading: %w", detailed), "not_found", `widget not found: name "w1"`, true},
+		{"own type", fmt.Errorf("x: %w", &fieldErr{"size"}), "invalid_argument", "size: must be set", true},
+		{"canceled", fmt.Errorf("store: %w", context.Canceled), "canceled", "the request was canceled", true},
+		{"deadline", context.DeadlineExceeded, "timeout", "the request timed out", true},
+		{"internal", errors.New("disk on fire"), "", "", false},
+		{"nil", nil, "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, msg, ok := apierr.Describe(tc.err)
+			if code != tc.code || msg != tc.message || ok != tc.ok {
+				t.Errorf("Describe = %q, %q, %v; want %q, %q, %v", code, msg, ok, tc.code, tc.message, tc.ok)
+			}
+			if got := apierr.Code(tc.err); got != tc.code {
+				t.Errorf("Code = %q, want %q", got, tc.code)
+			}
+		})
+	}
+}
+
+func TestErrorfMatchesItsSentinel(t *testing.T) {
+	other := apierr.New("widgets", "not_found", "widget not found")
+	detailed := apierr.Errorf(apierr.Errorf(errMissing, "a"), "b")
+	if !errors.Is(detailed, errMissing) {
+		t.Error("an Errorf error must match its sentinel")
+	}
+	if errors.Is(detailed, other) {
+		t.Error("an Errorf error must not match another sentinel with the same text")
+	}
+	if got, want := detailed.Error(), "widgets: widget not found: a: b"; got != want {
+		t.Errorf("Error = %q, want %q", got, want)
+	}
+}
