@@ -41,8 +41,9 @@
 //   - Closing a session frees the user's slot in the same write, so no
 //     session is left dangling as active.
 //
-// The Manager starts a goroutine only when Options.SweepInterval is
-// positive; [Manager.Close] stops it. Functions passed to the store run
+// The Manager sweeps expired sessions on a goroutine of its own every
+// Options.SweepInterval (1 min by default; negative: never, the host calls
+// [Manager.Sweep]); [Manager.Close] stops it. Functions passed to the store run
 // inside its write transaction (boltstore) or may run more than once
 // (memstore), so they are pure: they compute from the session they are
 // given and the time read once per call.

@@ -20,6 +20,7 @@ const (
 	DefaultMaxTurns         = 100
 	DefaultClarificationTTL = 5 * time.Minute
 	DefaultRetention        = 24 * time.Hour
+	DefaultSweepInterval    = time.Minute
 )
 
 // MaxUserIDLen is the longest user id (and employee id), in bytes, a
@@ -51,10 +52,11 @@ type Options struct {
 	// negative means [DefaultRetention] (24 h).
 	Retention time.Duration
 
-	// SweepInterval, when positive, makes the Manager run [Manager.Sweep]
-	// that often on a goroutine it owns, until [Manager.Close]. Zero or
-	// negative means no goroutine: the host calls Sweep itself (or relies
-	// on a store that expires records on its own).
+	// SweepInterval is how often the Manager runs [Manager.Sweep] on a
+	// goroutine it owns, until [Manager.Close]. Zero means
+	// [DefaultSweepInterval] (1 min); a negative value starts no goroutine:
+	// the host calls Sweep itself (or relies on a store that expires
+	// records on its own).
 	SweepInterval time.Duration
 
 	// Now is the clock every expiry is computed against. Nil means
@@ -110,8 +112,8 @@ type Manager struct {
 var errNoStore = errors.New("session: Manager not created with NewManager")
 
 // NewManager returns a Manager over store. A nil opts means the defaults.
-// With a positive Options.SweepInterval it starts the sweeper goroutine;
-// call [Manager.Close] to stop it.
+// Unless Options.SweepInterval is negative it starts the sweeper
+// goroutine; call [Manager.Close] to stop it.
 func NewManager(store Store, opts *Options) (*Manager, error) {
 	if store == nil {
 		return nil, errors.New("session: new manager: nil store")
@@ -146,6 +148,9 @@ func NewManager(store Store, opts *Options) (*Manager, error) {
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
 	}
 	if o.SweepInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
