@@ -163,6 +163,13 @@ func (r *Registry) ReplaceFileAgents(ctx context.Context, agents []Agent) (FileA
 		}
 	}
 	r.commit(events...)
+	for _, c := range changes {
+		if c.next == nil {
+			r.wrote(ctx, Write{Op: OpDelete, Agent: *c.prev, File: true})
+		} else {
+			r.wrote(ctx, Write{Op: OpRegister, Agent: *c.next, Created: c.created, File: true})
+		}
+	}
 	for _, name := range rep.Overridden {
 		r.log.Warn("a file agent replaced the API-registered agent of the same name (the agent directory wins)", "agent", name)
 	}

@@ -34,6 +34,13 @@ type Options struct {
 	// Logger receives lifecycle events (expiry removals, dropped errors).
 	// Nil means discard.
 	Logger *slog.Logger
+
+	// OnWrite, if set, is called after every registration, unregistration,
+	// file-agent change and TTL removal, and after every refused or failed
+	// one, with the context of the call that caused it (see [Write]). It
+	// is the one place to audit changes of the registry. It runs on the
+	// caller's goroutine and must not block.
+	OnWrite func(ctx context.Context, w Write)
 }
 
 // DefaultSweepInterval is the sweep interval when Options.SweepInterval is 0.
@@ -61,9 +68,10 @@ const DefaultSweepInterval = 5 * time.Second
 // auth token.
 type Registry struct {
 	store  Store
-	policy *netguard.Policy
-	now    func() time.Time
-	log    *slog.Logger
+	policy  *netguard.Policy
+	now     func() time.Time
+	log     *slog.Logger
+	onWrite func(context.Context, Write)
 
 	seed      maphash.Seed
 	nameLocks [64]sync.Mutex // per-name write serialisation, by hash
@@ -131,9 +139,10 @@ func New(ctx context.Context, store Store, opts *Options) (*Registry, error) {
 	}
 	r := &Registry{
 		store:  store,
-		policy: o.Policy,
-		now:    o.Now,
-		log:    o.Logger,
+		policy:  o.Policy,
+		now:     o.Now,
+		log:     o.Logger,
+		onWrite: o.OnWrite,
 		seed:   maphash.MakeSeed(),
 		agents: make(map[string]*Agent, len(list)),
 		subs:   make(map[uint64]*subscriber),
@@ -185,6 +194,16 @@ func (r *Registry) Close() error {
 // [ErrDefaultConflict] when a.IsDefault and another agent is the default;
 // [ErrClosed]; or a store error. On error nothing is stored.
 func (r *Registry) Register(ctx context.Context, a Agent) (Agent, bool, error) {
+	stored, created, err := r.register(ctx, a)
+	w := Write{Op: OpRegister, Agent: a, Created: created, Err: err}
+	if err == nil {
+		w.Agent = stored
+	}
+	r.wrote(ctx, w)
+	return stored, created, err
+}
+
+func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 	a = a.Clone()
 	a.Normalize()
 	if err := a.Validate(r.policy); err != nil {
@@ -243,6 +262,15 @@ func (r *Registry) Get(ctx context.Context, name string) (Agent, error) {
 // Delete unregisters the agent named name. Errors: [ErrNotFound],
 // [ErrManagedByFile], [ErrClosed] or a store error.
 func (r *Registry) Delete(ctx context.Context, name string) error {
+	removed, err := r.delete(ctx, name)
+	if err != nil {
+		removed = Agent{Name: name}
+	}
+	r.wrote(ctx, Write{Op: OpDelete, Agent: removed, Err: err})
+	return err
+}
+
+func (r *Registry) delete(ctx context.Context, name string) (Agent, error) {
 	defer r.deliver()
 	unlock := r.lockName(name)
 	defer unlock()
@@ -258,10 +286,10 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 		return nil, nil
 	})
 	if err != nil {
-		return err
+		return Agent{}, err
 	}
 	r.commit(Event{Type: EventDelete, Agent: removed})
-	return nil
+	return removed, nil
 }
 
 // Heartbeat refreshes the agent's LastSeen, restarting its TTL, and returns
@@ -452,6 +480,7 @@ func (r *Registry) expire(ctx context.Context, name string, now time.Time) (bool
 	r.log.Info("agent removed after its TTL grace period",
 		"agent", name, "ttl_seconds", removed.TTLSeconds, "last_seen", removed.LastSeen)
 	r.commit(Event{Type: EventDelete, Agent: removed, Expired: true})
+	r.wrote(ctx, Write{Op: OpExpire, Agent: removed})
 	return true, nil
 }
 

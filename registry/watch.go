@@ -126,6 +126,12 @@ func (r *Registry) applyChanges(b AgentChanges) {
 // applyChange applies c to the view, if it is newer than what the view
 // holds for its name, and queues its event.
 func (r *Registry) applyChange(c AgentChange) {
+	var lapsed *Agent // removed by the store after its TTL: reported once the locks are released
+	defer func() {
+		if lapsed != nil {
+			r.wrote(context.Background(), Write{Op: OpExpire, Agent: *lapsed})
+		}
+	}()
 	unlock := r.lockName(c.Name)
 	defer unlock()
 	r.mu.Lock()
@@ -145,6 +151,9 @@ func (r *Registry) applyChange(c AgentChange) {
 					"agent", c.Name, "ttl_seconds", removed.TTLSeconds, "last_seen", removed.LastSeen)
 			}
 			r.commitLocked(Event{Type: EventDelete, Agent: removed, Expired: expired})
+			if expired {
+				lapsed = &removed
+			}
 		}
 		return
 	}
