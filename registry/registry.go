@@ -67,7 +67,7 @@ const DefaultSweepInterval = 5 * time.Second
 // same agent are serialised. Every read path returns records without the
 // auth token.
 type Registry struct {
-	store  Store
+	store   Store
 	policy  *netguard.Policy
 	now     func() time.Time
 	log     *slog.Logger
@@ -138,14 +138,14 @@ func New(ctx context.Context, store Store, opts *Options) (*Registry, error) {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
 	r := &Registry{
-		store:  store,
+		store:   store,
 		policy:  o.Policy,
 		now:     o.Now,
 		log:     o.Logger,
 		onWrite: o.OnWrite,
-		seed:   maphash.MakeSeed(),
-		agents: make(map[string]*Agent, len(list)),
-		subs:   make(map[uint64]*subscriber),
+		seed:    maphash.MakeSeed(),
+		agents:  make(map[string]*Agent, len(list)),
+		subs:    make(map[uint64]*subscriber),
 	}
 	for i := range list {
 		r.agents[list[i].Name] = &list[i]
