@@ -172,14 +172,6 @@ func (e *Engine) Len() int {
 	return e.ix.nDocs
 }
 
-// Source is what [Engine.Follow] needs from a registry: *registry.Registry
-// implements it. Subscribe must return the current agents and register fn
-// atomically, call fn for every later change in commit order and never
-// concurrently, and stop calling it once cancel returns.
-type Source interface {
-	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
-}
-
 // Follow makes the engine mirror src: it replaces the engine's content with
 // src's current agents (as [Engine.Reset] does) and applies every later
 // change event, until stop is called. stop is idempotent and safe for
@@ -187,7 +179,7 @@ type Source interface {
 //
 // Events that arrive while the snapshot is being indexed are queued and
 // applied after it, in order, so none is lost or applied out of order.
-func (e *Engine) Follow(src Source) (stop func()) {
+func (e *Engine) Follow(src registry.Subscriber) (stop func()) {
 	stop, _ = registry.Follow(src, func(snapshot []registry.Agent) error {
 		e.Reset(snapshot)
 		return nil

@@ -33,12 +33,6 @@ type AuditStats interface {
 	Failed() uint64
 }
 
-// Directory is the registry a [Metrics] follows: *registry.Registry
-// implements it.
-type Directory interface {
-	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
-}
-
 // Searcher ranks agents for a query: *discovery.Engine implements it.
 type Searcher interface {
 	Search(query string, q *discovery.Query) ([]discovery.Result, error)
@@ -214,7 +208,7 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 // they change, never a listing per scrape), limits agentmesh_breaker_state
 // to registered agents, and deletes an agent's series when it is
 // unregistered. Call it once; the returned function stops following.
-func (m *Metrics) Follow(dir Directory) (stop func()) {
+func (m *Metrics) Follow(dir registry.Subscriber) (stop func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	snapshot, cancel := dir.Subscribe(m.apply)

@@ -280,15 +280,6 @@ func (l *Lexical) Retrain(ctx context.Context) error {
 	return l.train(ctx)
 }
 
-// Source is what [Lexical.Follow] needs from a registry:
-// *registry.Registry implements it. Subscribe must return the current
-// agents and register fn atomically, call fn for every later change in
-// commit order and never concurrently, and stop calling it once cancel
-// returns; cancel may be called more than once.
-type Source interface {
-	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
-}
-
 // Follow makes the classifier learn src's agents: it trains on src's
 // current agents before returning (so Classify is ready when Follow
 // returns, unless that training failed), then retrains in the background
@@ -296,7 +287,7 @@ type Source interface {
 // following; it is idempotent. [Lexical.Close] also ends it, and stops the
 // background trainer. Following a second source replaces the agents with
 // its snapshot; the changes of both are then applied.
-func (l *Lexical) Follow(src Source) (stop func()) {
+func (l *Lexical) Follow(src registry.Subscriber) (stop func()) {
 	stop, err := registry.Follow(src, l.load, l.Apply)
 	if err != nil {
 		return stop // closed

@@ -306,7 +306,7 @@ func (l *LLM) Apply(ev registry.Event) {
 // Follow makes the classifier track src's agents: it takes src's current
 // agents before returning, then applies every change. stop ends the
 // following; it is idempotent. [LLM.Close] also ends it.
-func (l *LLM) Follow(src Source) (stop func()) {
+func (l *LLM) Follow(src registry.Subscriber) (stop func()) {
 	stop, err := registry.Follow(src, l.Reset, l.Apply)
 	if err != nil {
 		return stop // closed

@@ -75,14 +75,6 @@ func (e *UnavailableError) Error() string {
 // Is makes errors.Is(err, ErrUnavailable) hold.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
-// Directory is what a [Router] needs from the registry: the agents and
-// their changes. *registry.Registry implements it. Subscribe must return
-// the current agents and register fn atomically, then call fn for every
-// later change in commit order.
-type Directory interface {
-	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
-}
-
 // Dispatcher sends a routed message to an agent: *delegation.Client
 // implements it, so routed turns use the same transports, breakers, limits
 // and records as delegations. A delegation that ran and failed is a record
@@ -175,7 +167,7 @@ type Router struct {
 // agents of dir, dispatches through dispatcher and keeps conversations in
 // sessions. classifier, dir and dispatcher are required; a nil sessions
 // makes every request anonymous (no session is kept). opts may be nil.
-func New(classifier Classifier, dir Directory, dispatcher Dispatcher, sessions *session.Manager, opts *RouterOptions) (*Router, error) {
+func New(classifier Classifier, dir registry.Subscriber, dispatcher Dispatcher, sessions *session.Manager, opts *RouterOptions) (*Router, error) {
 	switch {
 	case classifier == nil:
 		return nil, errors.New("routing: new router: nil classifier")
