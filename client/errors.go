@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
@@ -36,12 +37,6 @@ var (
 	// [Error.RetryAfter]).
 	ErrRateLimited = errors.New("client: rate limited")
 )
-
-// codeNoDefaultAgent is the code of the 503 that POST /v1/request
-// answers when nothing can take the message and no default agent is
-// registered. The other codes are the ones httpserver and the library
-// packages declare.
-const codeNoDefaultAgent = "no_default_agent"
 
 // route is the kind of API route a reply came from: the same code means
 // different things on different routes (not_found is an agent on
@@ -93,14 +88,19 @@ func (e *Error) Error() string { return e.Message }
 // as it is.
 func (e *Error) ErrorCode() string { return e.Code }
 
+// Describe returns Code and Message: a reply describes itself
+// ([apierr.Described]) as the server did, so a front-end over a remote
+// mesh presents the remote code and message as they are.
+func (e *Error) Describe() (code, message string) { return e.Code, e.Message }
+
 // Is reports whether e matches target: one of this package's sentinels,
 // or a library sentinel the code means on the route the reply came from.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrUnauthenticated:
-		return e.Status == http.StatusUnauthorized || e.Code == httpserver.CodeUnauthenticated
+		return e.Status == http.StatusUnauthorized || e.Code == apierr.CodeUnauthenticated
 	case ErrPermissionDenied:
-		return e.Code == httpserver.CodePermissionDenied
+		return e.Code == apierr.CodePermissionDenied
 	case ErrRateLimited:
 		return e.Status == http.StatusTooManyRequests || e.Code == httpserver.CodeRateLimited
 	}
@@ -115,19 +115,19 @@ func (e *Error) sentinel() error {
 	switch e.route {
 	case routeAgents:
 		switch e.Code {
-		case registry.CodeNotFound:
+		case apierr.CodeNotFound:
 			return registry.ErrNotFound
-		case registry.CodeInvalidArgument:
+		case apierr.CodeInvalidArgument:
 			return registry.ErrInvalid
 		case registry.CodeEndpointNotAllowed:
 			return registry.ErrEndpointNotAllowed
 		case registry.CodeManagedByFile:
 			return registry.ErrManagedByFile
-		case registry.CodeConflict:
+		case apierr.CodeConflict:
 			return registry.ErrDefaultConflict
 		}
 	case routeDiscover:
-		if e.Code == discovery.CodeInvalidArgument {
+		if e.Code == apierr.CodeInvalidArgument {
 			if detailField(e.Details) == "query" {
 				return discovery.ErrEmptyQuery
 			}
@@ -135,9 +135,9 @@ func (e *Error) sentinel() error {
 		}
 	case routeDelegate, routeDelegations:
 		switch e.Code {
-		case delegation.CodeNotFound:
+		case apierr.CodeNotFound:
 			return delegation.ErrNotFound
-		case delegation.CodeInvalidArgument:
+		case apierr.CodeInvalidArgument:
 			return delegation.ErrInvalid
 		case delegation.CodeNoMatch:
 			return delegation.ErrNoMatch
@@ -147,25 +147,25 @@ func (e *Error) sentinel() error {
 			return delegation.ErrCycle
 		case delegation.CodeResourceNotCovered:
 			return delegation.ErrResourceNotCovered
-		case delegation.CodeConflict:
+		case apierr.CodeConflict:
 			return delegation.ErrFinal
 		}
 	case routeRequest:
 		switch e.Code {
-		case httpserver.CodeInvalidArgument:
+		case apierr.CodeInvalidArgument:
 			return routing.ErrInvalidRequest
-		case codeNoDefaultAgent:
+		case routing.CodeNoDefaultAgent:
 			return routing.ErrNoDefaultAgent
-		case httpserver.CodeUnavailable:
+		case apierr.CodeUnavailable:
 			return routing.ErrUnavailable
 		}
 	case routeSessions:
 		switch e.Code {
-		case httpserver.CodeNotFound:
+		case apierr.CodeNotFound:
 			return session.ErrNotFound
-		case httpserver.CodeConflict:
+		case apierr.CodeConflict:
 			return session.ErrNotActive
-		case httpserver.CodeInvalidArgument:
+		case apierr.CodeInvalidArgument:
 			return session.ErrInvalid
 		}
 	}
@@ -191,7 +191,7 @@ func (e *Error) retryable() bool {
 	case http.StatusTooManyRequests:
 		return true
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return !e.server || e.Code == httpserver.CodeUnavailable
+		return !e.server || e.Code == apierr.CodeUnavailable
 	}
 	return false
 }
@@ -291,15 +291,15 @@ func cleanText(s string) string {
 func codeForStatus(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return httpserver.CodeUnauthenticated
+		return apierr.CodeUnauthenticated
 	case http.StatusForbidden:
-		return httpserver.CodePermissionDenied
+		return apierr.CodePermissionDenied
 	case http.StatusNotFound:
-		return httpserver.CodeNotFound
+		return apierr.CodeNotFound
 	case http.StatusMethodNotAllowed:
 		return httpserver.CodeMethodNotAllowed
 	case http.StatusConflict:
-		return httpserver.CodeConflict
+		return apierr.CodeConflict
 	case http.StatusRequestEntityTooLarge:
 		return httpserver.CodePayloadTooLarge
 	case http.StatusUnsupportedMediaType:
@@ -307,12 +307,12 @@ func codeForStatus(status int) string {
 	case http.StatusTooManyRequests:
 		return httpserver.CodeRateLimited
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return httpserver.CodeUnavailable
+		return apierr.CodeUnavailable
 	}
 	if status >= 500 {
-		return httpserver.CodeInternal
+		return apierr.CodeInternal
 	}
-	return httpserver.CodeInvalidArgument
+	return apierr.CodeInvalidArgument
 }
 
 // statusText is the message of a reply that carries none.

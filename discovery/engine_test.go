@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -191,7 +192,7 @@ func TestQueryErrors(t *testing.T) {
 	for _, q := range []string{"", "   ", "!!! ???", "—·…"} {
 		_, err := e.Search(q, nil)
 		require.ErrorIs(t, err, discovery.ErrEmptyQuery, "%q", q)
-		assert.Equal(t, discovery.CodeInvalidArgument, discovery.Code(err))
+		assert.Equal(t, apierr.CodeInvalidArgument, discovery.Code(err))
 	}
 	for _, q := range []*discovery.Query{
 		{Scorer: "tfidf"},
@@ -200,7 +201,7 @@ func TestQueryErrors(t *testing.T) {
 	} {
 		_, err := e.Search("search", q)
 		require.ErrorIs(t, err, discovery.ErrInvalidQuery, "%+v", q)
-		assert.Equal(t, discovery.CodeInvalidArgument, discovery.Code(err))
+		assert.Equal(t, apierr.CodeInvalidArgument, discovery.Code(err))
 	}
 	assert.Equal(t, "", discovery.Code(errors.New("other")))
 	assert.Equal(t, "", discovery.Code(nil))
@@ -390,7 +391,7 @@ func TestConcatenatedNames(t *testing.T) {
 	assert.Equal(t, "airqualityforecast", search(t, e, "airqualityforecast", nil)[0].Agent.Name)
 }
 
-// fakeRegistry is a minimal discovery.Source.
+// fakeRegistry is a minimal registry.Subscriber.
 type fakeRegistry struct {
 	mu       sync.Mutex
 	agents   map[string]registry.Agent

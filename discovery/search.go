@@ -1,12 +1,12 @@
 package discovery
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/textnorm"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -130,7 +130,7 @@ func parseQuery(query string, topt *textOptions) ([]queryTerm, error) {
 	var buf [32]string
 	toks := textnorm.Tokens(buf[:0], query)
 	if len(toks) == 0 {
-		return nil, fmt.Errorf("%w: the query has no letters or digits", ErrEmptyQuery)
+		return nil, apierr.Errorf(ErrEmptyQuery, "the query has no letters or digits")
 	}
 	allStop := true
 	for _, t := range toks {
@@ -187,10 +187,10 @@ func validate(q *Query) (options, error) {
 		o.Scorer = ScorerBM25
 	case ScorerBM25, ScorerOverlap:
 	default:
-		return o, fmt.Errorf("%w: unknown scorer %q (want %q or %q)", ErrInvalidQuery, o.Scorer, ScorerBM25, ScorerOverlap)
+		return o, apierr.Errorf(ErrInvalidQuery, "unknown scorer %q (want %q or %q)", o.Scorer, ScorerBM25, ScorerOverlap)
 	}
 	if !(o.MinScore >= 0 && o.MinScore <= 1) { // also catches NaN
-		return o, fmt.Errorf("%w: minScore %v is not in [0, 1]", ErrInvalidQuery, o.MinScore)
+		return o, apierr.Errorf(ErrInvalidQuery, "minScore %v is not in [0, 1]", o.MinScore)
 	}
 	o.limit = o.Limit
 	switch {

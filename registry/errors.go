@@ -3,36 +3,52 @@ package registry
 import (
 	"errors"
 	"fmt"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// Error codes of SPEC.md that this package's errors carry. Front-ends put
-// them in the "code" field of error responses.
+// Error codes carried by this package's errors ([Code]). Front-ends put
+// them in the "code" field of error responses. The codes several packages
+// share are apierr's (invalid_argument among them, declared only there).
 const (
-	CodeInvalidArgument    = "invalid_argument"
 	CodeEndpointNotAllowed = "endpoint_not_allowed"
-	CodeNotFound           = "not_found"
 	CodeManagedByFile      = "managed_by_file"
-	CodeConflict           = "conflict"
+	CodeNotFound           = apierr.CodeNotFound
+	CodeConflict           = apierr.CodeConflict
 )
 
-// Sentinel errors. Match them with [errors.Is].
+// Sentinel errors. Match them with [errors.Is]; read their code with
+// [Code]. Each describes itself ([apierr.Describe]): its code and its
+// message without the "registry: " prefix, as do the errors with detail
+// made from them, whose messages are safe to show.
 var (
 	// ErrNotFound: no agent is registered under the name.
-	ErrNotFound = errors.New("registry: agent not found")
-	// ErrInvalid: the agent record breaks a rule of SPEC section 1. The
-	// error is a *[FieldError] naming the field and the rule.
-	ErrInvalid = errors.New("registry: invalid agent")
+	ErrNotFound = apierr.New(pkg, apierr.CodeNotFound, "agent not found")
+	// ErrInvalid: the agent record breaks a rule of the agent record
+	// format. The error is a *[FieldError] naming the field and the rule.
+	ErrInvalid = apierr.New(pkg, apierr.CodeInvalidArgument, "invalid agent")
 	// ErrEndpointNotAllowed: the endpoint is refused by the endpoint policy.
 	// The error is a *[FieldError] whose Rule says which rule refused it.
-	ErrEndpointNotAllowed = errors.New("registry: endpoint not allowed")
+	ErrEndpointNotAllowed = apierr.New(pkg, CodeEndpointNotAllowed, "endpoint not allowed")
 	// ErrManagedByFile: the agent belongs to the YAML agent directory and
 	// the API may not replace or delete it.
-	ErrManagedByFile = errors.New("registry: agent is managed by the agent directory")
+	ErrManagedByFile = apierr.New(pkg, CodeManagedByFile, "agent is managed by the agent directory")
 	// ErrDefaultConflict: another agent is already the default agent.
-	ErrDefaultConflict = errors.New("registry: another agent is already the default")
+	ErrDefaultConflict = apierr.New(pkg, apierr.CodeConflict, "another agent is already the default")
+	// ErrBadCursor: a List cursor that this registry did not issue.
+	ErrBadCursor = apierr.New(pkg, apierr.CodeInvalidArgument, "invalid cursor")
 	// ErrClosed: the registry was closed.
-	ErrClosed = errors.New("registry: closed")
+	ErrClosed = apierr.New(pkg, apierr.CodeUnavailable, "closed")
 )
+
+// pkg is the package name the errors of this package carry.
+const pkg = "registry"
+
+// sentinels are the sentinel errors of this package.
+var sentinels = []*apierr.Error{
+	ErrNotFound, ErrInvalid, ErrEndpointNotAllowed, ErrManagedByFile,
+	ErrDefaultConflict, ErrBadCursor, ErrClosed,
+}
 
 // FieldError is a validation failure of one field of an agent record. It
 // wraps [ErrInvalid] or [ErrEndpointNotAllowed].
@@ -42,7 +58,7 @@ type FieldError struct {
 	// Rule says what the value must be, in words a user can act on.
 	Rule string
 
-	kind error
+	kind *apierr.Error
 }
 
 func invalid(field, format string, args ...any) *FieldError {
@@ -59,28 +75,55 @@ func (e *FieldError) Error() string {
 // Unwrap returns [ErrInvalid] or [ErrEndpointNotAllowed].
 func (e *FieldError) Unwrap() error { return e.kind }
 
-// Code returns the SPEC error code: "invalid_argument" or
+// Code returns the error code: "invalid_argument" or
 // "endpoint_not_allowed".
-func (e *FieldError) Code() string {
-	if e.kind == ErrEndpointNotAllowed {
-		return CodeEndpointNotAllowed
+func (e *FieldError) Code() string { return e.kind.Code() }
+
+// Describe returns the code and the error's text, which names the field
+// and the rule: a FieldError describes itself ([apierr.Described]). The
+// error of a record with several invalid fields describes itself with all
+// of them, separated by "; ".
+func (e *FieldError) Describe() (code, message string) { return e.Code(), e.Error() }
+
+// FieldErrors returns every *[FieldError] in err's tree (through %w
+// wrapping and [errors.Join]), in order; nil when there is none.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		if fe, ok := err.(*FieldError); ok {
+			out = append(out, fe)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			if e := u.Unwrap(); e != nil {
+				walk(e)
+			}
+		}
 	}
-	return CodeInvalidArgument
+	walk(err)
+	return out
 }
 
-// Code maps an error returned by this package to its SPEC error code, or ""
-// when the error is not one of this package's.
+// Code returns the error code of an error returned by this package, or ""
+// when the error is not one of this package's: the code of its first
+// [FieldError], else of the sentinel it matches. Unlike
+// [apierr.Describe], it reports nothing for another package's errors or a
+// context's.
 func Code(err error) string {
 	var fe *FieldError
-	switch {
-	case errors.As(err, &fe):
+	if errors.As(err, &fe) {
 		return fe.Code()
-	case errors.Is(err, ErrNotFound):
-		return CodeNotFound
-	case errors.Is(err, ErrManagedByFile):
-		return CodeManagedByFile
-	case errors.Is(err, ErrDefaultConflict):
-		return CodeConflict
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Code()
+		}
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 )
 
@@ -218,7 +219,7 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		r.defaultMu.Lock()
 		defer r.defaultMu.Unlock()
 		if other, ok := r.defaultAgent(); ok && other != a.Name {
-			return Agent{}, false, fmt.Errorf("%w: %s", ErrDefaultConflict, other)
+			return Agent{}, false, apierr.Errorf(ErrDefaultConflict, "%s", other)
 		}
 	}
 
@@ -231,7 +232,7 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		created = cur == nil
 		if cur != nil {
 			if cur.Source == SourceFile {
-				return nil, ErrManagedByFile
+				return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
 			}
 			next.RegisteredAt = cur.RegisteredAt
 		}
@@ -254,7 +255,7 @@ func (r *Registry) Get(ctx context.Context, name string) (Agent, error) {
 	}
 	a, ok := r.agents[name]
 	if !ok {
-		return Agent{}, fmt.Errorf("%w: %s", ErrNotFound, name)
+		return Agent{}, apierr.Errorf(ErrNotFound, "%s", name)
 	}
 	return r.view(a, r.now()), nil
 }
@@ -278,9 +279,9 @@ func (r *Registry) delete(ctx context.Context, name string) (Agent, error) {
 	err := r.update(ctx, name, func(cur *Agent) (*Agent, error) {
 		switch {
 		case cur == nil:
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+			return nil, apierr.Errorf(ErrNotFound, "%s", name)
 		case cur.Source == SourceFile:
-			return nil, ErrManagedByFile
+			return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
 		}
 		removed = *cur
 		return nil, nil
@@ -302,7 +303,7 @@ func (r *Registry) Heartbeat(ctx context.Context, name string) (Agent, error) {
 	var stored Agent
 	err := r.update(ctx, name, func(cur *Agent) (*Agent, error) {
 		if cur == nil {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+			return nil, apierr.Errorf(ErrNotFound, "%s", name)
 		}
 		stored = cur.Clone()
 		stored.LastSeen = now
@@ -342,9 +343,6 @@ const (
 	MaxListLimit     = 1000
 )
 
-// ErrBadCursor is returned by [Registry.List] for a cursor it did not issue.
-var ErrBadCursor = errors.New("registry: invalid cursor")
-
 // List returns a page of agents in name order, stale ones included (marked
 // Stale).
 func (r *Registry) List(ctx context.Context, opts ListOptions) (Page, error) {
@@ -357,7 +355,7 @@ func (r *Registry) List(ctx context.Context, opts ListOptions) (Page, error) {
 	if opts.Cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(opts.Cursor)
 		if err != nil || !ValidName(string(b)) {
-			return Page{}, ErrBadCursor
+			return Page{}, apierr.Errorf(ErrBadCursor, "not a cursor this registry issued; start again without one")
 		}
 		after = string(b)
 	}

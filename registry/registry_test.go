@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -145,53 +146,53 @@ func TestValidation(t *testing.T) {
 		field string
 		code  string
 	}{
-		{"empty name", func(a *registry.Agent) { a.Name = "" }, "name", registry.CodeInvalidArgument},
-		{"name with space", func(a *registry.Agent) { a.Name = "a b" }, "name", registry.CodeInvalidArgument},
-		{"name starting with dash", func(a *registry.Agent) { a.Name = "-a" }, "name", registry.CodeInvalidArgument},
-		{"name too long", func(a *registry.Agent) { a.Name = long(129) }, "name", registry.CodeInvalidArgument},
-		{"displayName too long", func(a *registry.Agent) { a.DisplayName = long(201) }, "displayName", registry.CodeInvalidArgument},
-		{"description too long", func(a *registry.Agent) { a.Description = long(5001) }, "description", registry.CodeInvalidArgument},
-		{"no description and no capabilities", func(a *registry.Agent) { a.Description, a.Capabilities = "", nil }, "description", registry.CodeInvalidArgument},
-		{"too many capabilities", func(a *registry.Agent) { a.Capabilities = many(65, "c") }, "capabilities", registry.CodeInvalidArgument},
-		{"empty capability", func(a *registry.Agent) { a.Capabilities = []string{"ok", ""} }, "capabilities[1]", registry.CodeInvalidArgument},
-		{"capability too long", func(a *registry.Agent) { a.Capabilities = []string{long(129)} }, "capabilities[0]", registry.CodeInvalidArgument},
-		{"too many examples", func(a *registry.Agent) { a.Examples = many(201, "e") }, "examples", registry.CodeInvalidArgument},
-		{"example too long", func(a *registry.Agent) { a.Examples = []string{long(501)} }, "examples[0]", registry.CodeInvalidArgument},
+		{"empty name", func(a *registry.Agent) { a.Name = "" }, "name", apierr.CodeInvalidArgument},
+		{"name with space", func(a *registry.Agent) { a.Name = "a b" }, "name", apierr.CodeInvalidArgument},
+		{"name starting with dash", func(a *registry.Agent) { a.Name = "-a" }, "name", apierr.CodeInvalidArgument},
+		{"name too long", func(a *registry.Agent) { a.Name = long(129) }, "name", apierr.CodeInvalidArgument},
+		{"displayName too long", func(a *registry.Agent) { a.DisplayName = long(201) }, "displayName", apierr.CodeInvalidArgument},
+		{"description too long", func(a *registry.Agent) { a.Description = long(5001) }, "description", apierr.CodeInvalidArgument},
+		{"no description and no capabilities", func(a *registry.Agent) { a.Description, a.Capabilities = "", nil }, "description", apierr.CodeInvalidArgument},
+		{"too many capabilities", func(a *registry.Agent) { a.Capabilities = many(65, "c") }, "capabilities", apierr.CodeInvalidArgument},
+		{"empty capability", func(a *registry.Agent) { a.Capabilities = []string{"ok", ""} }, "capabilities[1]", apierr.CodeInvalidArgument},
+		{"capability too long", func(a *registry.Agent) { a.Capabilities = []string{long(129)} }, "capabilities[0]", apierr.CodeInvalidArgument},
+		{"too many examples", func(a *registry.Agent) { a.Examples = many(201, "e") }, "examples", apierr.CodeInvalidArgument},
+		{"example too long", func(a *registry.Agent) { a.Examples = []string{long(501)} }, "examples[0]", apierr.CodeInvalidArgument},
 		{"too many resources", func(a *registry.Agent) {
 			for range 65 {
 				a.Resources = append(a.Resources, registry.Resource{URI: "file://h/x"})
 			}
-		}, "resources", registry.CodeInvalidArgument},
-		{"resource without uri", func(a *registry.Agent) { a.Resources = []registry.Resource{{Description: "d"}} }, "resources[0].uri", registry.CodeInvalidArgument},
-		{"resource bad access", func(a *registry.Agent) { a.Resources = []registry.Resource{{URI: "u", Access: "root"}} }, "resources[0].access", registry.CodeInvalidArgument},
-		{"no endpoint", func(a *registry.Agent) { a.Endpoint = "" }, "endpoint", registry.CodeInvalidArgument},
-		{"relative endpoint", func(a *registry.Agent) { a.Endpoint = "/task" }, "endpoint", registry.CodeInvalidArgument},
+		}, "resources", apierr.CodeInvalidArgument},
+		{"resource without uri", func(a *registry.Agent) { a.Resources = []registry.Resource{{Description: "d"}} }, "resources[0].uri", apierr.CodeInvalidArgument},
+		{"resource bad access", func(a *registry.Agent) { a.Resources = []registry.Resource{{URI: "u", Access: "root"}} }, "resources[0].access", apierr.CodeInvalidArgument},
+		{"no endpoint", func(a *registry.Agent) { a.Endpoint = "" }, "endpoint", apierr.CodeInvalidArgument},
+		{"relative endpoint", func(a *registry.Agent) { a.Endpoint = "/task" }, "endpoint", apierr.CodeInvalidArgument},
 		{"ftp endpoint", func(a *registry.Agent) { a.Endpoint = "ftp://example.com/x" }, "endpoint", registry.CodeEndpointNotAllowed},
 		{"file endpoint", func(a *registry.Agent) { a.Endpoint = "file:///etc/passwd" }, "endpoint", registry.CodeEndpointNotAllowed},
-		{"endpoint without host", func(a *registry.Agent) { a.Endpoint = "http:///task" }, "endpoint", registry.CodeInvalidArgument},
-		{"endpoint too long", func(a *registry.Agent) { a.Endpoint = "https://example.com/" + long(2048) }, "endpoint", registry.CodeInvalidArgument},
+		{"endpoint without host", func(a *registry.Agent) { a.Endpoint = "http:///task" }, "endpoint", apierr.CodeInvalidArgument},
+		{"endpoint too long", func(a *registry.Agent) { a.Endpoint = "https://example.com/" + long(2048) }, "endpoint", apierr.CodeInvalidArgument},
 		{"metadata endpoint", func(a *registry.Agent) { a.Endpoint = "http://169.254.169.254/latest" }, "endpoint", registry.CodeEndpointNotAllowed},
-		{"unknown protocol", func(a *registry.Agent) { a.Protocol = "grpc" }, "protocol", registry.CodeInvalidArgument},
-		{"unknown auth type", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "basic", Token: "t"} }, "auth.type", registry.CodeInvalidArgument},
-		{"bearer without token", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "bearer"} }, "auth.token", registry.CodeInvalidArgument},
-		{"token with newline", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "bearer", Token: "a\nb"} }, "auth.token", registry.CodeInvalidArgument},
-		{"header without name", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "header", Token: "t"} }, "auth.headerName", registry.CodeInvalidArgument},
-		{"header reserved", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "header", Token: "t", HeaderName: "Host"} }, "auth.headerName", registry.CodeInvalidArgument},
-		{"none with token", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "none", Token: "t"} }, "auth", registry.CodeInvalidArgument},
-		{"threshold above 1", func(a *registry.Agent) { a.ConfidenceThreshold = threshold(1.5) }, "confidenceThreshold", registry.CodeInvalidArgument},
-		{"threshold negative", func(a *registry.Agent) { a.ConfidenceThreshold = threshold(-0.1) }, "confidenceThreshold", registry.CodeInvalidArgument},
-		{"clarificationContext too long", func(a *registry.Agent) { a.ClarificationContext = long(501) }, "clarificationContext", registry.CodeInvalidArgument},
-		{"bad label key", func(a *registry.Agent) { a.Labels = map[string]string{"Team": "x"} }, "labels", registry.CodeInvalidArgument},
-		{"label value too long", func(a *registry.Agent) { a.Labels = map[string]string{"team": long(257)} }, "labels.team", registry.CodeInvalidArgument},
+		{"unknown protocol", func(a *registry.Agent) { a.Protocol = "grpc" }, "protocol", apierr.CodeInvalidArgument},
+		{"unknown auth type", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "basic", Token: "t"} }, "auth.type", apierr.CodeInvalidArgument},
+		{"bearer without token", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "bearer"} }, "auth.token", apierr.CodeInvalidArgument},
+		{"token with newline", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "bearer", Token: "a\nb"} }, "auth.token", apierr.CodeInvalidArgument},
+		{"header without name", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "header", Token: "t"} }, "auth.headerName", apierr.CodeInvalidArgument},
+		{"header reserved", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "header", Token: "t", HeaderName: "Host"} }, "auth.headerName", apierr.CodeInvalidArgument},
+		{"none with token", func(a *registry.Agent) { a.Auth = &registry.Auth{Type: "none", Token: "t"} }, "auth", apierr.CodeInvalidArgument},
+		{"threshold above 1", func(a *registry.Agent) { a.ConfidenceThreshold = threshold(1.5) }, "confidenceThreshold", apierr.CodeInvalidArgument},
+		{"threshold negative", func(a *registry.Agent) { a.ConfidenceThreshold = threshold(-0.1) }, "confidenceThreshold", apierr.CodeInvalidArgument},
+		{"clarificationContext too long", func(a *registry.Agent) { a.ClarificationContext = long(501) }, "clarificationContext", apierr.CodeInvalidArgument},
+		{"bad label key", func(a *registry.Agent) { a.Labels = map[string]string{"Team": "x"} }, "labels", apierr.CodeInvalidArgument},
+		{"label value too long", func(a *registry.Agent) { a.Labels = map[string]string{"team": long(257)} }, "labels.team", apierr.CodeInvalidArgument},
 		{"too many labels", func(a *registry.Agent) {
 			a.Labels = map[string]string{}
 			for i := range 33 {
 				a.Labels["k"+strconv.Itoa(i)] = "v"
 			}
-		}, "labels", registry.CodeInvalidArgument},
-		{"ttl too small", func(a *registry.Agent) { a.TTLSeconds = 4 }, "ttlSeconds", registry.CodeInvalidArgument},
-		{"ttl too large", func(a *registry.Agent) { a.TTLSeconds = 86401 }, "ttlSeconds", registry.CodeInvalidArgument},
-		{"invalid utf-8", func(a *registry.Agent) { a.Description = "bad \xff" }, "description", registry.CodeInvalidArgument},
+		}, "labels", apierr.CodeInvalidArgument},
+		{"ttl too small", func(a *registry.Agent) { a.TTLSeconds = 4 }, "ttlSeconds", apierr.CodeInvalidArgument},
+		{"ttl too large", func(a *registry.Agent) { a.TTLSeconds = 86401 }, "ttlSeconds", apierr.CodeInvalidArgument},
+		{"invalid utf-8", func(a *registry.Agent) { a.Description = "bad \xff" }, "description", apierr.CodeInvalidArgument},
 	}
 	ctx := context.Background()
 	store := memstore.New()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 )
 
@@ -86,9 +87,10 @@ func (a *Agent) Normalize() {
 // and, for http/mcp/a2a endpoints, against the endpoint policy p (a nil p
 // allows private addresses but refuses the always-refused ones).
 //
-// It returns nil, one *[FieldError], or several joined with [errors.Join]
-// (in field order), so a caller can report every problem at once;
-// [errors.As] finds the first.
+// It returns nil, one *[FieldError], or several joined (in field order,
+// with the Error text of [errors.Join]), so a caller can report every
+// problem at once: [FieldErrors] lists them, [errors.As] finds the first,
+// and [apierr.Describe] gives the code of the first and all the messages.
 func (a *Agent) Validate(p *netguard.Policy) error {
 	var errs []error
 	add := func(e *FieldError) { errs = append(errs, e) }
@@ -164,7 +166,7 @@ func (a *Agent) Validate(p *netguard.Policy) error {
 	if t := a.TTLSeconds; t != 0 && (t < MinTTLSeconds || t > MaxTTLSeconds) {
 		add(invalid("ttlSeconds", "must be 0 (no expiry) or between %d and %d", MinTTLSeconds, MaxTTLSeconds))
 	}
-	return errors.Join(errs...)
+	return apierr.Join(errs...)
 }
 
 func checkEndpoint(endpoint string, p *netguard.Policy) *FieldError {

@@ -2,7 +2,8 @@ package routing
 
 import (
 	"context"
-	"errors"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
 // Classifier picks the agent that should handle a user's message (SPEC
@@ -63,11 +64,15 @@ type Candidate struct {
 	Score float64 `json:"score"`
 }
 
-// Errors returned by the classifiers of this package.
+// Errors returned by the classifiers of this package. Both have code
+// unavailable and describe themselves ([apierr.Describe]).
 var (
 	// ErrNoAgents: there is no agent to route to — no candidate and no
 	// default agent (or all of them are stale).
-	ErrNoAgents = errors.New("routing: no agents to classify against")
+	ErrNoAgents = apierr.New(pkg, apierr.CodeUnavailable, "no agents to classify against")
 	// ErrClosed: the classifier was closed.
-	ErrClosed = errors.New("routing: classifier closed")
+	ErrClosed = apierr.New(pkg, apierr.CodeUnavailable, "classifier closed")
 )
+
+// pkg is the package name the errors of this package carry.
+const pkg = "routing"

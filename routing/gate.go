@@ -1,10 +1,10 @@
 package routing
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -78,11 +78,14 @@ type Decision struct {
 	Agent string
 }
 
+// CodeNoDefaultAgent is the code of [ErrNoDefaultAgent].
+const CodeNoDefaultAgent = "no_default_agent"
+
 // ErrNoDefaultAgent is returned when a message has to go to the default
 // agent (gate rules 1 and 5, or a classifier failure) and no default agent
-// is registered. Front-ends map it to HTTP 503 with code
-// "no_default_agent".
-var ErrNoDefaultAgent = errors.New("routing: no default agent registered")
+// is registered. Its code is [CodeNoDefaultAgent]; front-ends answer it
+// with HTTP 503.
+var ErrNoDefaultAgent = apierr.New(pkg, CodeNoDefaultAgent, "no default agent registered")
 
 // GateInput is everything the gate looks at.
 type GateInput struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
@@ -35,14 +36,15 @@ const DefaultRetryAfter = 5 * time.Second
 
 // Errors of [Router.Handle], besides [ErrNoDefaultAgent] (HTTP 503
 // no_default_agent), session store errors (500) and the context's error.
+// They describe themselves ([apierr.Describe]).
 var (
 	// ErrInvalidRequest: the request is malformed (HTTP 400,
-	// invalid_argument). The error text names the field.
-	ErrInvalidRequest = errors.New("routing: invalid request")
+	// invalid_argument). The error's message names the field.
+	ErrInvalidRequest = apierr.New(pkg, apierr.CodeInvalidArgument, "invalid request")
 	// ErrUnavailable: no agent could take the request — the chosen agent
 	// and the default agent are all down (HTTP 503 with Retry-After). The
 	// error is an *[UnavailableError].
-	ErrUnavailable = errors.New("routing: no agent available")
+	ErrUnavailable = apierr.New(pkg, apierr.CodeUnavailable, "no agent available")
 )
 
 // UnavailableError is the error of a request no agent could take. It
@@ -74,6 +76,17 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) hold.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Describe returns code unavailable and a message saying when to retry,
+// in whole seconds rounded up; the agents tried are left out.
+func (e *UnavailableError) Describe() (code, message string) {
+	ra := e.RetryAfter
+	if ra <= 0 {
+		ra = DefaultRetryAfter
+	}
+	secs := max(1, int64((ra+time.Second-1)/time.Second))
+	return apierr.CodeUnavailable, fmt.Sprintf("no agent available; retry in %d s", secs)
+}
 
 // Dispatcher sends a routed message to an agent: *delegation.Client
 // implements it, so routed turns use the same transports, breakers, limits
@@ -307,19 +320,19 @@ func (req *Request) validate() error {
 	n := utf8.RuneCountInString(req.Input)
 	switch {
 	case !utf8.ValidString(req.Input):
-		return fmt.Errorf("%w: input is not valid UTF-8", ErrInvalidRequest)
+		return apierr.Errorf(ErrInvalidRequest, "input is not valid UTF-8")
 	case n == 0:
-		return fmt.Errorf("%w: input is required", ErrInvalidRequest)
+		return apierr.Errorf(ErrInvalidRequest, "input is required")
 	case n > MaxInputRunes:
-		return fmt.Errorf("%w: input is %d characters, more than %d", ErrInvalidRequest, n, MaxInputRunes)
+		return apierr.Errorf(ErrInvalidRequest, "input is %d characters, more than %d", n, MaxInputRunes)
 	case strings.TrimSpace(req.Input) == "":
-		return fmt.Errorf("%w: input is blank", ErrInvalidRequest)
+		return apierr.Errorf(ErrInvalidRequest, "input is blank")
 	case req.SessionID != "" && !IsSessionID(req.SessionID):
-		return fmt.Errorf("%w: session_id is not a UUID", ErrInvalidRequest)
+		return apierr.Errorf(ErrInvalidRequest, "session_id is not a UUID")
 	case len(req.UserID) > session.MaxUserIDLen:
-		return fmt.Errorf("%w: user_id is longer than %d bytes", ErrInvalidRequest, session.MaxUserIDLen)
+		return apierr.Errorf(ErrInvalidRequest, "user_id is longer than %d bytes", session.MaxUserIDLen)
 	case len(req.EmployeeID) > session.MaxUserIDLen:
-		return fmt.Errorf("%w: employee_id is longer than %d bytes", ErrInvalidRequest, session.MaxUserIDLen)
+		return apierr.Errorf(ErrInvalidRequest, "employee_id is longer than %d bytes", session.MaxUserIDLen)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
@@ -265,7 +266,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		return Session{}, false, fmt.Errorf("session: get or create: %w", err)
 	}
 	if len(p.EmployeeID) > MaxUserIDLen {
-		return Session{}, false, fmt.Errorf("session: get or create: %w: employee id is %d bytes, more than %d", ErrInvalid, len(p.EmployeeID), MaxUserIDLen)
+		return Session{}, false, fmt.Errorf("session: get or create: %w", apierr.Errorf(ErrInvalid, "employee id is %d bytes, more than %d", len(p.EmployeeID), MaxUserIDLen))
 	}
 	now := m.now()
 	// The common case, a live session, is a read: no write transaction.
@@ -323,7 +324,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 func (m *Manager) AppendTurns(ctx context.Context, id string, turns ...Turn) (Session, error) {
 	for i := range turns {
 		if turns[i].Role != RoleUser && turns[i].Role != RoleAgent {
-			return Session{}, fmt.Errorf("session: append turns to %s: %w: role %q is not %q or %q", id, ErrInvalid, turns[i].Role, RoleUser, RoleAgent)
+			return Session{}, fmt.Errorf("session: append turns to %s: %w", id, apierr.Errorf(ErrInvalid, "role %q is not %q or %q", turns[i].Role, RoleUser, RoleAgent))
 		}
 	}
 	return m.update(ctx, "append turns to", id, func(s *Session, now time.Time) error {
@@ -438,7 +439,7 @@ func (m *Manager) TakeClarification(ctx context.Context, id string) (*Clarificat
 // [ErrNotActive] and is left as it is.
 func (m *Manager) CloseSession(ctx context.Context, id string, status Status) (Session, error) {
 	if !status.Closed() {
-		return Session{}, fmt.Errorf("session: close %s: %w: status %q is not completed, abandoned or error", id, ErrInvalid, status)
+		return Session{}, fmt.Errorf("session: close %s: %w", id, apierr.Errorf(ErrInvalid, "status %q is not completed, abandoned or error", status))
 	}
 	s, err := m.update(ctx, "close", id, func(s *Session, now time.Time) error {
 		m.closeAs(s, status, now)
@@ -568,7 +569,7 @@ func live(s *Session, now time.Time) error {
 	case s.ExpiredAt(now):
 		return ErrExpired
 	case s.Status != StatusActive:
-		return fmt.Errorf("%w: it is %s", ErrNotActive, s.Status)
+		return apierr.Errorf(ErrNotActive, "it is %s", s.Status)
 	}
 	return nil
 }
@@ -612,9 +613,9 @@ func (m *Manager) view(s Session, now time.Time) Session {
 func checkUserID(id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: empty user id", ErrInvalid)
+		return apierr.Errorf(ErrInvalid, "empty user id")
 	case len(id) > MaxUserIDLen:
-		return fmt.Errorf("%w: user id is %d bytes, more than %d", ErrInvalid, len(id), MaxUserIDLen)
+		return apierr.Errorf(ErrInvalid, "user id is %d bytes, more than %d", len(id), MaxUserIDLen)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Codes shared by several packages. A package's own codes (not_found,
@@ -85,17 +86,17 @@ func (e *Error) Is(target error) bool {
 }
 
 // Describe returns the code and safe message of err: those of the first
-// error in its chain that is [Described]; canceled or timeout for a
-// context's error; otherwise ok is false and err is internal, to be logged
-// and never shown.
+// error in its chain that is [Described] (unless it reports no code);
+// canceled or timeout for a context's error; otherwise ok is false and err
+// is internal, to be logged and never shown.
 func Describe(err error) (code, message string, ok bool) {
 	var d Described
+	if errors.As(err, &d) {
+		if code, message = d.Describe(); code != "" {
+			return code, message, true
+		}
+	}
 	switch {
-	case err == nil:
-		return "", "", false
-	case errors.As(err, &d):
-		code, message = d.Describe()
-		return code, message, true
 	case errors.Is(err, context.Canceled):
 		return CodeCanceled, "the request was canceled", true
 	case errors.Is(err, context.DeadlineExceeded):
@@ -109,4 +110,48 @@ func Describe(err error) (code, message string, ok bool) {
 func Code(err error) string {
 	code, _, _ := Describe(err)
 	return code
+}
+
+// Join returns errs joined, nil ones dropped, as [errors.Join] does (and
+// with its Error text); one error is returned as it is, none as nil. When
+// every joined error is described, the join describes itself with the
+// code of the first and the messages of all, separated by "; ", so a
+// request reports all its problems at once; otherwise it is internal.
+func Join(errs ...error) error {
+	var kept []error
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return &joinError{errs: kept}
+}
+
+type joinError struct{ errs []error }
+
+func (e *joinError) Error() string { return errors.Join(e.errs...).Error() }
+
+func (e *joinError) Unwrap() []error { return e.errs }
+
+// Describe returns the code of the first error and the messages of all,
+// or no code when one of them is internal.
+func (e *joinError) Describe() (code, message string) {
+	msgs := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		c, m, ok := Describe(err)
+		if !ok {
+			return "", ""
+		}
+		if i == 0 {
+			code = c
+		}
+		msgs[i] = m
+	}
+	return code, strings.Join(msgs, "; ")
 }

@@ -61,3 +61,29 @@ func TestErrorfMatchesItsSentinel(t *testing.T) {
 		t.Errorf("Error = %q, want %q", got, want)
 	}
 }
+
+func TestJoin(t *testing.T) {
+	size := &fieldErr{"size"}
+	color := &fieldErr{"color"}
+	if apierr.Join() != nil || apierr.Join(nil, nil) != nil {
+		t.Error("Join of no error must be nil")
+	}
+	if got := apierr.Join(nil, size); got != error(size) {
+		t.Errorf("Join of one error = %v, want the error itself", got)
+	}
+	joined := apierr.Join(size, nil, fmt.Errorf("wrapped: %w", color))
+	if got, want := joined.Error(), errors.Join(size, fmt.Errorf("wrapped: %w", color)).Error(); got != want {
+		t.Errorf("Error = %q, want errors.Join's %q", got, want)
+	}
+	code, msg, ok := apierr.Describe(fmt.Errorf("saving: %w", joined))
+	if code != "invalid_argument" || msg != "size: must be set; color: must be set" || !ok {
+		t.Errorf("Describe = %q, %q, %v; want the first code and every message", code, msg, ok)
+	}
+	var fe *fieldErr
+	if !errors.As(joined, &fe) || fe != size {
+		t.Error("errors.As must find the joined errors")
+	}
+	if _, _, ok := apierr.Describe(apierr.Join(size, errors.New("disk on fire"))); ok {
+		t.Error("a join holding an internal error must be internal")
+	}
+}
