@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
@@ -145,7 +146,7 @@ func NewA2ATransport(opts *A2AOptions) *A2ATransport {
 // outcome. It implements [Transport].
 func (t *A2ATransport) Send(ctx context.Context, agent registry.Agent, msg Message) (Reply, error) {
 	if t.httpClient == nil {
-		return Reply{}, &TransportError{Code: CodeInvalidArgument, Message: "a2a transport not initialised: use NewA2ATransport"}
+		return Reply{}, &TransportError{Code: apierr.CodeInvalidArgument, Message: "a2a transport not initialised: use NewA2ATransport"}
 	}
 	if err := checkEndpoint(agent.Endpoint); err != nil {
 		return Reply{}, err
@@ -197,7 +198,7 @@ func (t *A2ATransport) serviceParams(agent registry.Agent) (a2aclient.ServicePar
 		}
 	default:
 		return nil, &TransportError{
-			Code:    CodeInvalidArgument,
+			Code:    apierr.CodeInvalidArgument,
 			Message: fmt.Sprintf("agent auth type %q is not supported", auth.Type),
 		}
 	}
@@ -527,7 +528,7 @@ func (c *a2aCall) classify(ctx context.Context, err error) *TransportError {
 	case ctx.Err() != nil:
 		return contextError(ctx.Err(), "waiting for the agent")
 	case !seen.sent:
-		return &TransportError{Code: CodeInvalidArgument, Err: err,
+		return &TransportError{Code: apierr.CodeInvalidArgument, Err: err,
 			Message: "the request to the agent cannot be built (is the context JSON?)"}
 	case seen.tooLarge:
 		return &TransportError{Code: CodeResponseTooLarge, Status: seen.status,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
@@ -639,13 +640,13 @@ func TestA2ATransportDirect(t *testing.T) {
 
 	_, err = (&delegation.A2ATransport{}).Send(context.Background(), a.record("x"), msg)
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, delegation.CodeInvalidArgument, te.Code)
+	assert.Equal(t, apierr.CodeInvalidArgument, te.Code)
 
 	bad := a.record("x")
 	bad.Auth = &registry.Auth{Type: "oauth", Token: "t"}
 	_, err = tr.Send(context.Background(), bad, msg)
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, delegation.CodeInvalidArgument, te.Code)
+	assert.Equal(t, apierr.CodeInvalidArgument, te.Code)
 
 	_, err = tr.Send(context.Background(), registry.Agent{Name: "x", Endpoint: "inprocess:x"}, msg)
 	require.ErrorAs(t, err, &te)
@@ -655,7 +656,7 @@ func TestA2ATransportDirect(t *testing.T) {
 	odd.Context = map[string]any{"ch": make(chan int)}
 	_, err = tr.Send(context.Background(), a.record("x"), odd)
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, delegation.CodeInvalidArgument, te.Code)
+	assert.Equal(t, apierr.CodeInvalidArgument, te.Code)
 	assert.False(t, te.Retryable)
 	assert.Equal(t, 1, a.count("SendMessage"), "refused sends reach no agent")
 }

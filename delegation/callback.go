@@ -14,10 +14,12 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// Outcome is an async agent's report (SPEC 4.1): the JSON body it POSTs to
-// its callback URL.
+// Outcome is an async agent's report (the callback of the POST /task
+// contract): the JSON body it POSTs to its callback URL.
 type Outcome struct {
 	// Status is "completed" or "failed".
 	Status Status `json:"status"`
@@ -82,10 +84,10 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 	}
 	defer c.leave()
 	if out.Status != StatusCompleted && out.Status != StatusFailed {
-		return Record{}, fmt.Errorf("%w: status must be %q or %q", ErrInvalid, StatusCompleted, StatusFailed)
+		return Record{}, apierr.Errorf(ErrInvalid, "status must be %q or %q", StatusCompleted, StatusFailed)
 	}
 	if len(out.Result) > 0 && !json.Valid(out.Result) {
-		return Record{}, fmt.Errorf("%w: result is not valid JSON", ErrInvalid)
+		return Record{}, apierr.Errorf(ErrInvalid, "result is not valid JSON")
 	}
 	switch {
 	case code != "":
@@ -116,11 +118,11 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 		case !trusted && !secretMatches(cur.SecretHash, secret):
 			return nil, ErrUnauthenticated
 		case cur.Status.Final():
-			return nil, fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, cur.Status)
+			return nil, apierr.Errorf(ErrFinal, "delegation %s is %s", id, cur.Status)
 		case cur.Status == StatusRunning && !cur.Async && len(cur.SecretHash) == 0:
 			// No callback URL was sent (not an http agent): only its
 			// reply ends it.
-			return nil, fmt.Errorf("%w: delegation %s is synchronous and still running", ErrConflict, id)
+			return nil, apierr.Errorf(ErrConflict, "delegation %s is synchronous and still running", id)
 		}
 		next := *cur
 		if cur.Status == StatusAccepted && cur.Deadline != nil && now.After(*cur.Deadline) {
@@ -146,7 +148,7 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 	}
 	c.finished(rec)
 	if late {
-		return rec.Public(), fmt.Errorf("%w: delegation %s timed out before the callback", ErrFinal, id)
+		return rec.Public(), apierr.Errorf(ErrFinal, "delegation %s timed out before the callback", id)
 	}
 	return rec.Public(), nil
 }
@@ -173,7 +175,7 @@ func (c *Client) claimFlight(ctx context.Context, id, secret string, trusted boo
 	}
 	if s := f.rec.Status; s.Final() {
 		c.liveMu.Unlock()
-		return fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, s)
+		return apierr.Errorf(ErrFinal, "delegation %s is %s", id, s)
 	}
 	f.calledBack = true
 	c.liveMu.Unlock()
@@ -194,7 +196,7 @@ func (c *Client) authenticate(ctx context.Context, id, secret string, trusted bo
 }
 
 // CallbackHandler returns the handler of POST /v1/delegations/{id}/result
-// (SPEC 4.1), for the HTTP front-end to mount with that pattern (the id is
+// (the callback of the POST /task contract), for the HTTP front-end to mount with that pattern (the id is
 // read with r.PathValue("id"), or else from the path's
 // ".../delegations/<id>/result" segments).
 //
@@ -264,9 +266,9 @@ func writeCallbackError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, CodeNotFound, "unknown delegation")
 	case errors.Is(err, ErrFinal), errors.Is(err, ErrConflict):
-		writeError(w, http.StatusConflict, CodeConflict, publicText(err))
+		writeError(w, http.StatusConflict, CodeConflict, message(err))
 	case errors.Is(err, ErrInvalid):
-		writeError(w, http.StatusBadRequest, CodeInvalidArgument, publicText(err))
+		writeError(w, http.StatusBadRequest, apierr.CodeInvalidArgument, message(err))
 	case errors.Is(err, ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the mesh is shutting down")
 	default:
@@ -274,10 +276,11 @@ func writeCallbackError(w http.ResponseWriter, err error) {
 	}
 }
 
-// publicText is the message of one of this package's errors without its
-// "delegation: " prefix.
-func publicText(err error) string {
-	return strings.TrimPrefix(err.Error(), "delegation: ")
+// message is the message err describes itself with (one of this
+// package's errors: safe to show).
+func message(err error) string {
+	_, msg, _ := apierr.Describe(err)
+	return msg
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
@@ -321,17 +324,17 @@ func decodeOutcome(r io.Reader) (Outcome, error) {
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		return Outcome{}, fmt.Errorf("%w: the body must be a JSON object", ErrInvalid)
+		return Outcome{}, apierr.Errorf(ErrInvalid, "the body must be a JSON object")
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return Outcome{}, fmt.Errorf("%w: the body is not valid JSON", ErrInvalid)
+		return Outcome{}, apierr.Errorf(ErrInvalid, "the body is not valid JSON")
 	}
 	if raw.Status == nil {
-		return Outcome{}, fmt.Errorf("%w: status is required", ErrInvalid)
+		return Outcome{}, apierr.Errorf(ErrInvalid, "status is required")
 	}
 	out := Outcome{Status: Status(*raw.Status)}
 	if out.Status != StatusCompleted && out.Status != StatusFailed {
-		return Outcome{}, fmt.Errorf("%w: status must be %q or %q", ErrInvalid, StatusCompleted, StatusFailed)
+		return Outcome{}, apierr.Errorf(ErrInvalid, "status must be %q or %q", StatusCompleted, StatusFailed)
 	}
 	if len(raw.Result) > 0 && !bytes.Equal(raw.Result, []byte("null")) {
 		out.Result = raw.Result

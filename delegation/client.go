@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
@@ -559,7 +560,7 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 	if errors.Is(err, ErrNotFound) {
 		// The store's own wording stays out of the message: it is shown
 		// to API callers.
-		return Record{}, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
+		return Record{}, apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("delegation: get %q: %w", id, err)
@@ -585,14 +586,14 @@ func (c *Client) isStopped() bool {
 // MaxListLimit is capped.
 func (c *Client) List(ctx context.Context, f ListFilter) ([]Record, error) {
 	if f.Limit < 0 || f.Offset < 0 {
-		return nil, fmt.Errorf("%w: limit and offset must not be negative", ErrInvalid)
+		return nil, apierr.Errorf(ErrInvalid, "limit and offset must not be negative")
 	}
 	if c.isStopped() {
 		return nil, ErrClosed
 	}
 	for _, s := range append([]Status{f.Status}, f.Statuses...) {
 		if s != "" && !s.Valid() {
-			return nil, fmt.Errorf("%w: unknown status %q", ErrInvalid, s)
+			return nil, apierr.Errorf(ErrInvalid, "unknown status %q", s)
 		}
 	}
 	if f.Limit == 0 {
@@ -728,7 +729,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
 	}
 	if f != nil && f.rec.Status.Final() {
 		c.liveMu.Unlock()
-		return Record{}, fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, f.rec.Status)
+		return Record{}, apierr.Errorf(ErrFinal, "delegation %s is %s", id, f.rec.Status)
 	}
 	c.liveMu.Unlock()
 	return c.cancelStored(ctx, id)
@@ -741,9 +742,9 @@ func (c *Client) cancelStored(ctx context.Context, id string) (Record, error) {
 	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
 		switch {
 		case cur.Status.Final():
-			return nil, fmt.Errorf("%w: delegation %s is %s", ErrFinal, id, cur.Status)
+			return nil, apierr.Errorf(ErrFinal, "delegation %s is %s", id, cur.Status)
 		case cur.Status != StatusAccepted:
-			return nil, fmt.Errorf("%w: delegation %s is running on another replica", ErrConflict, id)
+			return nil, apierr.Errorf(ErrConflict, "delegation %s is running on another replica", id)
 		}
 		next := *cur
 		finalize(&next, StatusCanceled, CodeCanceled, "canceled by request", now)
@@ -795,7 +796,7 @@ func (c *Client) change(ctx context.Context, id string, fn func(cur *Record) (*R
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return Record{}, false, fmt.Errorf("%w: no delegation with id %q", ErrNotFound, id)
+			return Record{}, false, apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
 		}
 		return Record{}, false, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -173,19 +174,19 @@ func (c *Client) prepare(req *Request) (plan, error) {
 	var p plan
 	switch {
 	case req.Task == "":
-		return p, fmt.Errorf("%w: task is required", ErrInvalid)
+		return p, apierr.Errorf(ErrInvalid, "task is required")
 	case len(req.Task) > MaxTaskBytes:
-		return p, fmt.Errorf("%w: task is %d bytes, over the limit of %d", ErrInvalid, len(req.Task), MaxTaskBytes)
+		return p, apierr.Errorf(ErrInvalid, "task is %d bytes, over the limit of %d", len(req.Task), MaxTaskBytes)
 	case !utf8.ValidString(req.Task):
-		return p, fmt.Errorf("%w: task must be valid UTF-8", ErrInvalid)
+		return p, apierr.Errorf(ErrInvalid, "task must be valid UTF-8")
 	case req.SourceAgent != "" && !registry.ValidName(req.SourceAgent):
-		return p, fmt.Errorf("%w: sourceAgent %q is not a valid agent name", ErrInvalid, req.SourceAgent)
+		return p, apierr.Errorf(ErrInvalid, "sourceAgent %q is not a valid agent name", req.SourceAgent)
 	case req.Timeout < 0 || req.Timeout > MaxTimeout:
-		return p, fmt.Errorf("%w: timeoutMs must be between 1 and %d", ErrInvalid, MaxTimeout.Milliseconds())
+		return p, apierr.Errorf(ErrInvalid, "timeoutMs must be between 1 and %d", MaxTimeout.Milliseconds())
 	case req.AsyncTimeout < 0 || req.AsyncTimeout > MaxAsyncTimeout:
-		return p, fmt.Errorf("%w: asyncTimeoutMs must be between 1 and %d", ErrInvalid, MaxAsyncTimeout.Milliseconds())
+		return p, apierr.Errorf(ErrInvalid, "asyncTimeoutMs must be between 1 and %d", MaxAsyncTimeout.Milliseconds())
 	case (req.Target == "") == (req.Query == ""):
-		return p, fmt.Errorf("%w: set exactly one of targetName and query", ErrInvalid)
+		return p, apierr.Errorf(ErrInvalid, "set exactly one of targetName and query")
 	}
 	p.timeout = positive(req.Timeout, DefaultTimeout)
 	p.asyncTimeout = positive(req.AsyncTimeout, DefaultAsyncTimeout)
@@ -195,19 +196,19 @@ func (c *Client) prepare(req *Request) (plan, error) {
 		return p, err
 	}
 	if depth >= c.maxDepth {
-		return p, fmt.Errorf("%w: context.depth is %d, the limit is %d hops", ErrDepthExceeded, depth, c.maxDepth)
+		return p, apierr.Errorf(ErrDepthExceeded, "context.depth is %d, the limit is %d hops", depth, c.maxDepth)
 	}
 	onChain := func(name string) bool { return name == req.SourceAgent || slices.Contains(chain, name) }
 	if req.Target != "" {
 		a, ok := c.agent(req.Target)
 		if !ok {
-			return p, fmt.Errorf("%w: no agent named %q is registered", ErrNotFound, req.Target)
+			return p, apierr.Errorf(ErrNotFound, "no agent named %q is registered", req.Target)
 		}
 		if onChain(a.Name) {
 			return p, cycleError(a.Name, req.SourceAgent, chain)
 		}
 		if uri, ok := uncovered(&a, req.Resources); !ok {
-			return p, fmt.Errorf("%w: agent %s does not cover %q", ErrResourceNotCovered, a.Name, uri)
+			return p, apierr.Errorf(ErrResourceNotCovered, "agent %s does not cover %q", a.Name, uri)
 		}
 		p.agent = a
 	} else {
@@ -232,7 +233,7 @@ func (c *Client) prepare(req *Request) (plan, error) {
 		// Refuse what the transports could not encode now, before a record
 		// exists, rather than fail the delegation later.
 		if _, err := json.Marshal(req.Context); err != nil {
-			return p, fmt.Errorf("%w: context does not encode as JSON: %v", ErrInvalid, err)
+			return p, apierr.Errorf(ErrInvalid, "context does not encode as JSON: %v", err)
 		}
 	}
 	p.context = out
@@ -241,9 +242,9 @@ func (c *Client) prepare(req *Request) (plan, error) {
 
 func cycleError(target, source string, chain []string) error {
 	if target == source {
-		return fmt.Errorf("%w: agent %s cannot delegate to itself", ErrCycle, target)
+		return apierr.Errorf(ErrCycle, "agent %s cannot delegate to itself", target)
 	}
-	return fmt.Errorf("%w: agent %s is already on the delegation chain [%s]", ErrCycle, target, strings.Join(chain, " → "))
+	return apierr.Errorf(ErrCycle, "agent %s is already on the delegation chain [%s]", target, strings.Join(chain, " → "))
 }
 
 // limits reads context.depth and context.chain.
@@ -253,7 +254,7 @@ func limits(ctx map[string]any) (int, []string, error) {
 	case nil:
 	case float64:
 		if !(v >= 0 && v <= math.MaxInt32) || v != math.Trunc(v) {
-			return 0, nil, fmt.Errorf("%w: context.depth must be a non-negative integer", ErrInvalid)
+			return 0, nil, apierr.Errorf(ErrInvalid, "context.depth must be a non-negative integer")
 		}
 		depth = int(v)
 	case int:
@@ -263,14 +264,14 @@ func limits(ctx map[string]any) (int, []string, error) {
 	case json.Number:
 		n, err := v.Int64()
 		if err != nil {
-			return 0, nil, fmt.Errorf("%w: context.depth must be a non-negative integer", ErrInvalid)
+			return 0, nil, apierr.Errorf(ErrInvalid, "context.depth must be a non-negative integer")
 		}
 		depth = int(max(min(n, math.MaxInt32), -1))
 	default:
-		return 0, nil, fmt.Errorf("%w: context.depth must be a non-negative integer", ErrInvalid)
+		return 0, nil, apierr.Errorf(ErrInvalid, "context.depth must be a non-negative integer")
 	}
 	if depth < 0 {
-		return 0, nil, fmt.Errorf("%w: context.depth must be a non-negative integer", ErrInvalid)
+		return 0, nil, apierr.Errorf(ErrInvalid, "context.depth must be a non-negative integer")
 	}
 	var chain []string
 	switch v := ctx["chain"].(type) {
@@ -282,12 +283,12 @@ func limits(ctx map[string]any) (int, []string, error) {
 		for i, e := range v {
 			s, ok := e.(string)
 			if !ok {
-				return 0, nil, fmt.Errorf("%w: context.chain must be a list of agent names", ErrInvalid)
+				return 0, nil, apierr.Errorf(ErrInvalid, "context.chain must be a list of agent names")
 			}
 			chain[i] = s
 		}
 	default:
-		return 0, nil, fmt.Errorf("%w: context.chain must be a list of agent names", ErrInvalid)
+		return 0, nil, apierr.Errorf(ErrInvalid, "context.chain must be a list of agent names")
 	}
 	return depth, chain, nil
 }
@@ -309,12 +310,12 @@ next:
 // match resolves a query to the best matching agent not on the chain.
 func (c *Client) match(req *Request, onChain func(string) bool, chain []string) (registry.Agent, error) {
 	if c.search == nil {
-		return registry.Agent{}, fmt.Errorf("%w: delegation by query needs a discovery engine (Options.Discovery)", ErrInvalid)
+		return registry.Agent{}, apierr.Errorf(ErrInvalid, "delegation by query needs a discovery engine (Options.Discovery)")
 	}
 	q := &discovery.Query{Limit: len(chain) + 8, RequiredResources: req.Resources}
 	res, err := c.search.Search(req.Query, q)
 	if err != nil {
-		return registry.Agent{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return registry.Agent{}, wrapDetail(ErrInvalid, err)
 	}
 	var skipped string
 	for _, r := range res {
@@ -327,14 +328,14 @@ func (c *Client) match(req *Request, onChain func(string) bool, chain []string) 
 		}
 	}
 	if skipped != "" {
-		return registry.Agent{}, fmt.Errorf("%w: the agents matching the query are already on the delegation chain (%s)", ErrCycle, skipped)
+		return registry.Agent{}, apierr.Errorf(ErrCycle, "the agents matching the query are already on the delegation chain (%s)", skipped)
 	}
 	if len(req.Resources) > 0 {
 		if res, _ := c.search.Search(req.Query, &discovery.Query{Limit: 1}); len(res) > 0 {
-			return registry.Agent{}, fmt.Errorf("%w: no agent matching the query covers %s", ErrResourceNotCovered, strings.Join(req.Resources, ", "))
+			return registry.Agent{}, apierr.Errorf(ErrResourceNotCovered, "no agent matching the query covers %s", strings.Join(req.Resources, ", "))
 		}
 	}
-	return registry.Agent{}, fmt.Errorf("%w: no agent matches %q", ErrNoMatch, req.Query)
+	return registry.Agent{}, apierr.Errorf(ErrNoMatch, "no agent matches %q", req.Query)
 }
 
 // refuse records a delegation that failed before any attempt.

@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// Error codes of SPEC.md carried by delegation failures (on the record's
-// Code and by the errors of this package).
+// Error codes carried by delegation failures: on a record's Code, and by
+// the errors of this package through [Code]. The codes several packages
+// share are those of apierr (invalid_argument among them, declared only
+// there).
 const (
-	CodeNotFound           = "not_found"
+	CodeNotFound           = apierr.CodeNotFound
 	CodeNoMatch            = "no_match"
-	CodeInvalidArgument    = "invalid_argument"
 	CodeDepthExceeded      = "depth_exceeded"
 	CodeDelegationCycle    = "delegation_cycle"
 	CodeResourceNotCovered = "resource_not_covered"
@@ -21,16 +24,18 @@ const (
 	CodeBadResponse        = "bad_response"
 	CodeResponseTooLarge   = "response_too_large"
 	CodeEndpointNotAllowed = "endpoint_not_allowed"
-	CodeTimeout            = "timeout"
-	CodeCanceled           = "canceled"
+	CodeTimeout            = apierr.CodeTimeout
+	CodeCanceled           = apierr.CodeCanceled
 	CodeInterrupted        = "interrupted"
-	CodeUnauthenticated    = "unauthenticated"
-	CodeConflict           = "conflict"
-	CodeUnavailable        = "unavailable"
+	CodeUnauthenticated    = apierr.CodeUnauthenticated
+	CodeConflict           = apierr.CodeConflict
+	CodeUnavailable        = apierr.CodeUnavailable
 )
 
-// Sentinel errors. Match them with [errors.Is]; map them to SPEC codes
-// with [Code].
+// Sentinel errors. Match them with [errors.Is]; read their code with
+// [Code]. Each describes itself ([apierr.Describe]): its code and its
+// message without the "delegation: " prefix, as do the errors with detail
+// made from them, whose messages are safe to show.
 //
 // The refusals of [Client.Delegate] (ErrNotFound, ErrNoMatch, ErrInvalid,
 // ErrDepthExceeded, ErrCycle, ErrResourceNotCovered) mean nothing was sent
@@ -39,69 +44,99 @@ const (
 // Code.
 var (
 	// ErrNotFound: no record with that id, or no agent with that name.
-	ErrNotFound = errors.New("delegation: not found")
+	ErrNotFound = apierr.New(pkg, CodeNotFound, "not found")
 	// ErrNoMatch: no registered agent matches the discovery query.
-	ErrNoMatch = errors.New("delegation: no agent matches the query")
+	ErrNoMatch = apierr.New(pkg, CodeNoMatch, "no agent matches the query")
 	// ErrInvalid: the request is malformed (no task, a bad timeout, a
 	// context whose depth or chain has the wrong type, a bad query).
-	ErrInvalid = errors.New("delegation: invalid request")
+	ErrInvalid = apierr.New(pkg, apierr.CodeInvalidArgument, "invalid request")
 	// ErrDepthExceeded: context.depth is at or over the client's MaxDepth.
-	ErrDepthExceeded = errors.New("delegation: maximum delegation depth reached")
+	ErrDepthExceeded = apierr.New(pkg, CodeDepthExceeded, "maximum delegation depth reached")
 	// ErrCycle: the target is already on context.chain (or is the source
 	// agent itself).
-	ErrCycle = errors.New("delegation: delegation cycle")
+	ErrCycle = apierr.New(pkg, CodeDelegationCycle, "delegation cycle")
 	// ErrResourceNotCovered: the target does not cover a required
 	// resource.
-	ErrResourceNotCovered = errors.New("delegation: required resource not covered")
+	ErrResourceNotCovered = apierr.New(pkg, CodeResourceNotCovered, "required resource not covered")
 	// ErrUnauthenticated: a callback carried a wrong or no secret.
-	ErrUnauthenticated = errors.New("delegation: wrong or missing callback secret")
+	ErrUnauthenticated = apierr.New(pkg, CodeUnauthenticated, "wrong or missing callback secret")
 	// ErrFinal: the record is already final (completed, failed, timeout or
 	// canceled) and cannot change.
-	ErrFinal = errors.New("delegation: already final")
+	ErrFinal = apierr.New(pkg, CodeConflict, "already final")
 	// ErrConflict: the record cannot be changed from this replica (a
 	// synchronous delegation running on another one).
-	ErrConflict = errors.New("delegation: conflict")
+	ErrConflict = apierr.New(pkg, CodeConflict, "conflict")
 	// ErrClosed: the client or store was closed.
-	ErrClosed = errors.New("delegation: closed")
+	ErrClosed = apierr.New(pkg, CodeUnavailable, "closed")
 )
 
-// Code maps an error returned by this package to its SPEC error code, or ""
+// pkg is the package name the errors of this package carry.
+const pkg = "delegation"
+
+// sentinels are the sentinel errors of this package.
+var sentinels = []*apierr.Error{
+	ErrNotFound, ErrNoMatch, ErrInvalid, ErrDepthExceeded, ErrCycle,
+	ErrResourceNotCovered, ErrUnauthenticated, ErrFinal, ErrConflict, ErrClosed,
+}
+
+// Code returns the error code of an error returned by this package, or ""
 // when the error is not one of this package's. Front-ends put it in the
 // "code" field of their error responses.
+//
+// It is the code [apierr.Describe] reports for the first sentinel of this
+// package (or error with detail made from one) in err's chain, else the
+// Code of a *[TransportError] in it. Unlike apierr.Describe, it reports
+// nothing for another package's errors or a context's.
 func Code(err error) string {
+	var e *apierr.Error
+	if errors.As(err, &e) && own(e) {
+		code, _ := e.Describe()
+		return code
+	}
 	var te *TransportError
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrNotFound):
-		return CodeNotFound
-	case errors.Is(err, ErrNoMatch):
-		return CodeNoMatch
-	case errors.Is(err, ErrInvalid):
-		return CodeInvalidArgument
-	case errors.Is(err, ErrDepthExceeded):
-		return CodeDepthExceeded
-	case errors.Is(err, ErrCycle):
-		return CodeDelegationCycle
-	case errors.Is(err, ErrResourceNotCovered):
-		return CodeResourceNotCovered
-	case errors.Is(err, ErrUnauthenticated):
-		return CodeUnauthenticated
-	case errors.Is(err, ErrFinal), errors.Is(err, ErrConflict):
-		return CodeConflict
-	case errors.Is(err, ErrClosed):
-		return CodeUnavailable
-	case errors.As(err, &te):
+	if errors.As(err, &te) {
 		return te.Code
 	}
 	return ""
 }
 
+// own reports whether e is a sentinel of this package or was made from
+// one.
+func own(e *apierr.Error) bool {
+	for _, s := range sentinels {
+		if errors.Is(e, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrapDetail is sentinel with the text of cause as its detail, keeping
+// cause in the chain (for another package's errors.Is and Code). It
+// describes itself as the sentinel with that detail.
+func wrapDetail(sentinel *apierr.Error, cause error) error {
+	return &detailError{detail: apierr.Errorf(sentinel, "%v", cause), cause: cause}
+}
+
+// detailError is the error of wrapDetail.
+type detailError struct {
+	detail *apierr.Error
+	cause  error
+}
+
+func (e *detailError) Error() string { return e.detail.Error() }
+
+// Describe returns the code and message of the error with detail.
+func (e *detailError) Describe() (code, message string) { return e.detail.Describe() }
+
+// Unwrap returns the error with detail, then its cause.
+func (e *detailError) Unwrap() []error { return []error{e.detail, e.cause} }
+
 // TransportError is a failed attempt to reach an agent or a reply the mesh
 // could not accept. Transports return it; the client decides from it
 // whether to retry and what to record.
 type TransportError struct {
-	// Code is the SPEC error code (agent_error, agent_unreachable,
+	// Code is the error code (agent_error, agent_unreachable,
 	// bad_response, response_too_large, endpoint_not_allowed, timeout).
 	Code string
 	// Status is the agent's HTTP status, when it answered.
@@ -134,6 +169,10 @@ func hasStatus(msg string, status int) bool {
 	prefix := fmt.Sprintf("agent returned %d", status)
 	return len(msg) >= len(prefix) && msg[:len(prefix)] == prefix
 }
+
+// Describe returns Code and Message: a TransportError describes itself
+// ([apierr.Described]) with what its record would carry.
+func (e *TransportError) Describe() (code, message string) { return e.Code, e.Message }
 
 // Unwrap returns the underlying error.
 func (e *TransportError) Unwrap() error { return e.Err }

@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
@@ -103,7 +104,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 		CallbackURL:  msg.CallbackURL,
 	})
 	if err != nil {
-		return Reply{}, &TransportError{Code: CodeInvalidArgument, Message: "the task does not encode as JSON", Err: err}
+		return Reply{}, &TransportError{Code: apierr.CodeInvalidArgument, Message: "the task does not encode as JSON", Err: err}
 	}
 
 	var connected atomic.Bool

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
@@ -215,7 +216,7 @@ func (t *MCPTransport) Send(ctx context.Context, agent registry.Agent, msg Messa
 	args, err := json.Marshal(mcpArguments(msg))
 	if err != nil {
 		return Reply{}, &TransportError{
-			Code:    CodeInvalidArgument,
+			Code:    apierr.CodeInvalidArgument,
 			Message: "message context cannot be encoded as JSON",
 			Err:     err,
 		}
@@ -346,7 +347,7 @@ func mcpKeyOf(agent registry.Agent) (mcpKey, error) {
 		k.headerName, k.headerValue = agent.Auth.HeaderName, agent.Auth.Token
 	default:
 		return mcpKey{}, &TransportError{
-			Code:    CodeInvalidArgument,
+			Code:    apierr.CodeInvalidArgument,
 			Message: fmt.Sprintf("agent auth type %q is not supported", agent.Auth.Type),
 		}
 	}
