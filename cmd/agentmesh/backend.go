@@ -32,43 +32,45 @@ type backend interface {
 type inproc struct{ m *mesh }
 
 func (b inproc) Register(ctx context.Context, a registry.Agent) (registry.Agent, bool, error) {
-	return b.m.reg.Register(ctx, a)
+	return b.m.Registry().Register(ctx, a)
 }
 
 func (b inproc) List(ctx context.Context, opts registry.ListOptions) (registry.Page, error) {
-	return b.m.reg.List(ctx, opts)
+	return b.m.Registry().List(ctx, opts)
 }
 
-func (b inproc) Delete(ctx context.Context, name string) error { return b.m.reg.Delete(ctx, name) }
+func (b inproc) Delete(ctx context.Context, name string) error {
+	return b.m.Registry().Delete(ctx, name)
+}
 
 func (b inproc) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
-	return b.m.engine.Search(query, q)
+	return b.m.Engine().Search(query, q)
 }
 
 func (b inproc) SearchContext(ctx context.Context, query string, q *discovery.Query) ([]discovery.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return b.m.engine.Search(query, q)
+	return b.m.Engine().Search(query, q)
 }
 
 func (b inproc) Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error) {
-	return b.m.delegation.Delegate(ctx, req)
+	return b.m.Delegation().Delegate(ctx, req)
 }
 
 func (b inproc) Get(ctx context.Context, id string) (delegation.Record, error) {
-	return b.m.delegation.Get(ctx, id)
+	return b.m.Delegation().Get(ctx, id)
 }
 
 func (b inproc) Wait(ctx context.Context, id string) (delegation.Record, error) {
-	return b.m.delegation.Wait(ctx, id)
+	return b.m.Delegation().Wait(ctx, id)
 }
 
 func (b inproc) Handle(ctx context.Context, req routing.Request) (routing.Response, error) {
-	if b.m.router == nil {
+	if b.m.Router() == nil {
 		return routing.Response{}, errRoutingOff
 	}
-	return b.m.router.Handle(ctx, req)
+	return b.m.Router().Handle(ctx, req)
 }
 
 // remote is a mesh behind its HTTP API.

@@ -317,14 +317,14 @@ func (l *localMesh) tryHold(ctx context.Context) (*holding, error) {
 		PublicURL:      cfg.publicURL,
 		Logger:         l.log,
 		NoMetricsRoute: true,
-		StorePing:      httpserver.PingStore(m.store),
-		Breakers:       m.breakers,
-		CardClient:     m.policy.NewClient(nil),
+		StorePing:      httpserver.PingStore(m.Store()),
+		Breakers:       m.Breakers(),
+		CardClient:     m.Policy().NewClient(nil),
 	}
-	if m.router != nil {
-		opts.Router, opts.Sessions = m.router, m.sessions
+	if m.Router() != nil {
+		opts.Router, opts.Sessions = m.Router(), m.Sessions()
 	}
-	api, err := httpserver.New(m.reg, m.searcher(), m.delegator(), opts)
+	api, err := httpserver.New(m.Registry(), m.searcher(), m.delegator(), opts)
 	if err != nil {
 		return fail(err)
 	}

@@ -19,7 +19,7 @@ import (
 // HTTP server's authentication; each tool call needs the scope of its tool.
 // Browsers from the CORS origins may call it cross-origin.
 func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
-	reg := auditedRegistry{Registry: m.reg, obs: m.obs}
+	reg := auditedRegistry{Registry: m.Registry(), obs: m.obs}
 	server, err := mcpserver.New(reg, m.searcher(), m.delegator(), &mcpserver.Options{
 		Logger: log,
 		Router: m.mcpRouter(),
@@ -173,8 +173,8 @@ func (nopWriteCloser) Close() error { return nil }
 // or nil (no routing tools) when routing is off: a nil *routing.Router
 // must not become a non-nil interface.
 func (m *mesh) mcpRouter() mcpserver.Router {
-	if m.router == nil {
+	if m.Router() == nil {
 		return nil
 	}
-	return m.router
+	return m.Router()
 }

@@ -11,32 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agentmesh/agentmesh/breaker"
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/netguard"
-	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
-	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/etcdstore"
-	"github.com/agentmesh/agentmesh/store/memstore"
-)
-
-// store is what the mesh needs from a storage backend: every consumer
-// package's Store interface, and Close.
-type store interface {
-	registry.Store
-	delegation.Store
-	breaker.Store
-	session.Store
-	Close() error
-}
-
-var (
-	_ store = (*boltstore.Store)(nil)
-	_ store = (*memstore.Store)(nil)
-	_ store = (*etcdstore.Store)(nil)
 )
 
 // meshConfig is the configuration shared by `serve` and the stdio MCP
@@ -81,9 +61,6 @@ type routingConfig struct {
 	sessionMaxTurns int
 	clarification   bool
 }
-
-// sessionSweepInterval is how often expired sessions are deleted.
-const sessionSweepInterval = time.Minute
 
 // routingFlags defines the routing flags on f.
 func routingFlags(f *flags, cfg *routingConfig) {
@@ -144,62 +121,76 @@ func (cfg *meshConfig) checkRetention() error {
 	return nil
 }
 
-// mesh is the library wired together: one store, the registry, the
-// discovery index following it, the breakers and the delegation client.
+// mesh is the library as agentmesh.Open wires it, with what the binary
+// adds: the observer feeding the metrics and the audit log from the
+// library's hooks, and the etcd store, which Open leaves to its caller.
+// Stop it with close, not with the Mesh's own Close.
 type mesh struct {
-	policy     *netguard.Policy // the endpoint policy of every outbound call
-	store      store
-	reg        *registry.Registry
-	engine     *discovery.Engine
-	breakers   *breaker.Set
-	delegation *delegation.Client
-	stopIndex  func()
-	// stopBreakers stops the breakers following the other replicas'
-	// transitions (etcd); a no-op for the other stores.
-	stopBreakers func()
-
-	sessions *session.Manager
-	lexical  *routing.Lexical
-	stopLex  func()
-	llm      *routing.LLM
-	stopLLM  func()
-	router   *routing.Router
-
-	obs *observer // metrics and audit log (observe.go)
+	*agentmesh.Mesh
+	obs  *observer // metrics and audit log (observe.go)
+	etcd *etcdstore.Store
 }
 
-// openStore opens the store backend cfg names.
-func openStore(ctx context.Context, cfg meshConfig) (store, error) {
-	kind, db, log := cfg.store, cfg.db, cfg.log
-	switch kind {
+// openMesh opens the mesh cfg describes: the store it names (the bbolt
+// file by default), and routing when cfg.withRouting is set.
+func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
+	if err := cfg.routing.check(); err != nil {
+		return nil, err
+	}
+	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: cfg.allowPrivate, AllowHosts: cfg.allowHosts})
+	if err != nil {
+		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
+	}
+	m := &mesh{obs: &observer{log: cfg.log}}
+	opts := &agentmesh.Options{
+		LockTimeout:     cfg.lockTimeout,
+		Policy:          policy,
+		PublicURL:       cfg.publicURL,
+		Retention:       cfg.delegationRetention,
+		Observe:         m.observe(cfg),
+		OnBreakerChange: m.obs.breakerChanged,
+		OnRecord:        m.obs.delegationRecorded,
+		Logger:          cfg.log,
+	}
+	switch cfg.store {
 	case "", "bolt":
-		path, err := dbPath(db)
-		if err != nil {
+		if opts.Path, err = dbPath(cfg.db); err != nil {
 			return nil, err
 		}
-		s, err := boltstore.Open(path, &boltstore.Options{Logger: log, Timeout: cfg.lockTimeout})
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", path, err)
-		}
-		log.Info("store opened", "store", "bolt", "path", path)
-		return s, nil
 	case "memory":
-		log.Warn("memory store: nothing is persisted")
-		return memstore.New(), nil
+		cfg.log.Warn("memory store: nothing is persisted")
 	case "etcd":
-		endpoints := splitList(cfg.etcdEndpoints)
-		if len(endpoints) == 0 {
-			return nil, errors.New("--store etcd needs --etcd-endpoints (MESH_ETCD_ENDPOINTS)")
+		if m.etcd, err = openEtcd(ctx, cfg); err != nil {
+			return nil, err
 		}
-		s, err := etcdstore.Open(ctx, &etcdstore.Options{Endpoints: endpoints, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		log.Info("store opened", "store", "etcd", "endpoints", endpoints, "prefix", etcdstore.DefaultPrefix)
-		return s, nil
+		opts.Store = m.etcd
 	default:
-		return nil, fmt.Errorf("--store %q: must be bolt, memory or etcd", kind)
+		return nil, fmt.Errorf("--store %q: must be bolt, memory or etcd", cfg.store)
 	}
+	if cfg.withRouting {
+		opts.Routing = m.routingOptions(cfg.routing)
+	}
+	if m.Mesh, err = agentmesh.Open(ctx, opts); err != nil {
+		if m.etcd != nil {
+			_ = m.etcd.Close()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// openEtcd opens the etcd store of --store etcd.
+func openEtcd(ctx context.Context, cfg meshConfig) (*etcdstore.Store, error) {
+	endpoints := splitList(cfg.etcdEndpoints)
+	if len(endpoints) == 0 {
+		return nil, errors.New("--store etcd needs --etcd-endpoints (MESH_ETCD_ENDPOINTS)")
+	}
+	s, err := etcdstore.Open(ctx, &etcdstore.Options{Endpoints: endpoints, Logger: cfg.log})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg.log.Info("store opened", "store", "etcd", "endpoints", endpoints, "prefix", etcdstore.DefaultPrefix)
+	return s, nil
 }
 
 // dbPath is --db, else $AGENTMESH_DB (already applied to the flag), else
@@ -215,157 +206,43 @@ func dbPath(db string) (string, error) {
 	return filepath.Join(home, ".agentmesh", "mesh.db"), nil
 }
 
-func openMesh(ctx context.Context, cfg meshConfig) (m *mesh, err error) {
-	if err := cfg.routing.check(); err != nil {
-		return nil, err
-	}
-	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: cfg.allowPrivate, AllowHosts: cfg.allowHosts})
-	if err != nil {
-		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
-	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	m = &mesh{store: st, policy: policy, obs: &observer{log: cfg.log}}
-	// "return nil, err" sets m to nil before deferred calls run: close
-	// what was built through its own variable.
-	built := m
-	defer func() {
-		if err != nil {
-			built.close(context.Background())
+// observe is agentmesh.Options.Observe: the metrics and the audit log
+// start once the registry and the breakers exist, and write their last
+// entries when everything else has stopped.
+func (m *mesh) observe(cfg meshConfig) func(context.Context, *agentmesh.Mesh) (func(), error) {
+	return func(_ context.Context, core *agentmesh.Mesh) (func(), error) {
+		if err := m.obs.start(cfg.metrics, cfg.audit, core.Store(), core.Registry(), core.Breakers()); err != nil {
+			m.obs.close()
+			return nil, err
 		}
-	}()
-
-	m.reg, err = registry.New(ctx, st, &registry.Options{Policy: policy, Logger: cfg.log})
-	if err != nil {
-		return nil, err
+		return m.obs.close, nil
 	}
-	m.breakers = breaker.NewSet(st, &breaker.Options{Logger: cfg.log, OnStateChange: m.obs.breakerChanged})
-	if err := m.breakers.Restore(ctx); err != nil {
-		cfg.log.Warn("some breaker states could not be restored", "err", err)
-	}
-	m.stopBreakers = m.breakers.Follow()
-	if err := m.obs.start(cfg.metrics, cfg.audit, st, m.reg, m.breakers); err != nil {
-		return nil, err
-	}
-	m.engine = discovery.New(&discovery.Options{
-		Available: func(name string) bool { return m.breakers.Lookup(name).State() != breaker.StateOpen },
-	})
-	m.stopIndex = m.engine.Follow(m.reg)
-	m.delegation, err = delegation.New(ctx, m.reg, st, &delegation.Options{
-		OnRecord:  m.obs.delegationRecorded,
-		Discovery: m.engine,
-		Breakers:  m.breakers,
-		Policy:    policy,
-		PublicURL: cfg.publicURL,
-		Retention: cfg.delegationRetention,
-		Logger:    cfg.log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !cfg.withRouting {
-		return m, nil
-	}
-	if err := m.openRouting(cfg); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
-func (m *mesh) sessionsTTL(rc routingConfig) time.Duration {
-	if rc.sessionTTL > 0 {
-		return rc.sessionTTL
-	}
-	return session.DefaultTTL
-}
-
-// openRouting builds the routing orchestrator: sessions over the store
-// with a sweeper, the lexical classifier following the registry (and the
-// llm one in front of it when chosen), and the Router dispatching through
-// the delegation client with its breakers.
-func (m *mesh) openRouting(cfg meshConfig) error {
-	rc := cfg.routing
-	var err error
-	m.sessions, err = session.NewManager(m.store, &session.Options{
-		TTL:           rc.sessionTTL,
-		MaxTurns:      rc.sessionMaxTurns,
-		SweepInterval: sessionSweepInterval,
-		Logger:        cfg.log,
-	})
-	if err != nil {
-		return err
-	}
-	m.lexical = routing.NewLexical(&routing.LexicalOptions{Logger: cfg.log})
-	m.stopLex = m.lexical.Follow(m.reg)
-	var cls routing.Classifier = m.lexical
-	if rc.classifier == "llm" {
-		m.llm, err = routing.NewLLM(&routing.LLMOptions{
-			BaseURL:  rc.llmBaseURL,
-			Model:    rc.llmModel,
-			APIKey:   rc.llmAPIKey,
-			Fallback: m.lexical,
-			Logger:   cfg.log,
-		})
-		if err != nil {
-			return fmt.Errorf("--classifier llm: %w", err)
-		}
-		m.stopLLM = m.llm.Follow(m.reg)
-		cls = m.llm
-	}
-	m.router, err = routing.New(cls, m.reg, m.delegator(), m.sessions, &routing.RouterOptions{
-		OnDecision:           m.obs.routed,
+// routingOptions are the routing options of rc: the router dispatches
+// through the audited delegation client, and its decisions are observed.
+func (m *mesh) routingOptions(rc routingConfig) *agentmesh.RoutingOptions {
+	ro := &agentmesh.RoutingOptions{
+		SessionTTL:           rc.sessionTTL,
+		SessionMaxTurns:      rc.sessionMaxTurns,
 		DisableClarification: !rc.clarification,
-		Breakers:             m.breakers,
-		Logger:               cfg.log,
-	})
-	if err != nil {
-		return err
+		Dispatcher: func(c *delegation.Client) routing.Dispatcher {
+			return auditedDelegations{Client: c, obs: m.obs}
+		},
+		OnDecision: m.obs.routed,
 	}
-	name := rc.classifier
-	if name == "" {
-		name = "lexical"
+	if rc.classifier == "llm" {
+		ro.LLM = &routing.LLMOptions{BaseURL: rc.llmBaseURL, Model: rc.llmModel, APIKey: rc.llmAPIKey}
 	}
-	cfg.log.Info("routing ready", "classifier", name, "session_ttl", m.sessionsTTL(rc).String())
-	return nil
+	return ro
 }
 
 // close drains in-flight delegations until ctx is done, then closes
-// everything in reverse order of opening.
+// everything in reverse order of opening, the etcd store last.
 func (m *mesh) close(ctx context.Context) error {
-	var errs []error
-	if m.router != nil {
-		_ = m.router.Close()
+	err := m.Shutdown(ctx)
+	if m.etcd != nil {
+		err = errors.Join(err, m.etcd.Close())
 	}
-	if m.stopLLM != nil {
-		m.stopLLM()
-	}
-	if m.llm != nil {
-		_ = m.llm.Close()
-	}
-	if m.stopLex != nil {
-		m.stopLex()
-	}
-	if m.lexical != nil {
-		_ = m.lexical.Close()
-	}
-	if m.sessions != nil {
-		_ = m.sessions.Close()
-	}
-	if m.delegation != nil {
-		errs = append(errs, m.delegation.Shutdown(ctx))
-	}
-	if m.stopIndex != nil {
-		m.stopIndex()
-	}
-	if m.reg != nil {
-		errs = append(errs, m.reg.Close())
-	}
-	if m.stopBreakers != nil {
-		m.stopBreakers()
-	}
-	m.obs.close() // the audit log's last entries, before the store closes
-	errs = append(errs, m.store.Close())
-	return errors.Join(errs...)
+	return err
 }

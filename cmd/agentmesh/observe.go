@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
@@ -35,7 +36,7 @@ type observer struct {
 // log (over st, when enabled and st keeps one) and follows the registry.
 // Call it once the registry and breakers exist, before the delegation
 // client and the router are built.
-func (o *observer) start(reg *prometheus.Registry, withAudit bool, st store, r *registry.Registry, breakers *breaker.Set) error {
+func (o *observer) start(reg *prometheus.Registry, withAudit bool, st agentmesh.Store, r *registry.Registry, breakers *breaker.Set) error {
 	if withAudit {
 		as, ok := st.(audit.Store)
 		if !ok {
@@ -315,13 +316,13 @@ func (r auditedRegistry) Delete(ctx context.Context, name string) error {
 // agentmesh_discover_duration_seconds when there are metrics.
 func (m *mesh) searcher() metrics.Searcher {
 	if m.obs.metrics == nil {
-		return m.engine
+		return m.Engine()
 	}
-	return m.obs.metrics.Searcher(m.engine)
+	return m.obs.metrics.Searcher(m.Engine())
 }
 
 // delegator is the delegation client as the front-ends and the router
 // see it.
 func (m *mesh) delegator() auditedDelegations {
-	return auditedDelegations{Client: m.delegation, obs: m.obs}
+	return auditedDelegations{Client: m.Delegation(), obs: m.obs}
 }

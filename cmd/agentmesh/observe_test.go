@@ -45,7 +45,7 @@ func TestObserverWiring(t *testing.T) {
 	require.NotNil(t, m.obs.audit)
 
 	caller := httpserver.WithIdentity(ctx, httpserver.NewIdentity("ci", httpserver.ScopeDelegate, httpserver.ScopeRegister))
-	reg := auditedRegistry{Registry: m.reg, obs: m.obs}
+	reg := auditedRegistry{Registry: m.Registry(), obs: m.obs}
 	for _, a := range []registry.Agent{
 		{Name: "good", Description: "Answers questions about budgets", Capabilities: []string{"budget"}, Endpoint: agents.url("/sync"), IsDefault: true},
 		{Name: "bad", Description: "Always fails", Capabilities: []string{"payroll"}, Endpoint: agents.url("/fail")},
@@ -67,7 +67,7 @@ func TestObserverWiring(t *testing.T) {
 	}
 	_, err = d.Delegate(caller, delegation.Request{Target: "nobody", Task: "hello"})
 	require.Error(t, err)
-	resp, err := m.router.Handle(caller, routing.Request{Input: "what is my budget", UserID: "u1"})
+	resp, err := m.Router().Handle(caller, routing.Request{Input: "what is my budget", UserID: "u1"})
 	require.NoError(t, err)
 
 	got := auditOf(t, m)

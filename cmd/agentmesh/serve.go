@@ -203,10 +203,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		NoMetricsRoute: cfg.metricsAddr != "",
 		Metrics:        promReg,
 		Audit:          m.obs.auditLog(),
-		StorePing:      httpserver.PingStore(m.store),
-		Breakers:       m.breakers,
+		StorePing:      httpserver.PingStore(m.Store()),
+		Breakers:       m.Breakers(),
 		Reload:         reload,
-		CardClient:     m.policy.NewClient(nil), // POST /v1/agents/import
+		CardClient:     m.Policy().NewClient(nil), // POST /v1/agents/import
 		AgentCard:      a2acard.MeshCard(cfg.mesh.publicURL, buildinfo.Version()),
 		LastReloadError: func() error {
 			reloadMu.Lock()
@@ -218,10 +218,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 			return errors.Join(agentsErr, lastTokensErr)
 		},
 	}
-	if m.router != nil { // a nil *routing.Router must not become a non-nil interface
-		opts.Router, opts.Sessions = m.router, m.sessions
+	if m.Router() != nil { // a nil *routing.Router must not become a non-nil interface
+		opts.Router, opts.Sessions = m.Router(), m.Sessions()
 	}
-	srv, err = httpserver.New(m.reg, m.searcher(), m.delegator(), opts)
+	srv, err = httpserver.New(m.Registry(), m.searcher(), m.delegator(), opts)
 	if err != nil {
 		m.close(context.Background())
 		return err
@@ -318,7 +318,7 @@ loop:
 		wg.Go(func() { local.close(graceCtx) })
 	}
 	wg.Go(func() {
-		if err := m.delegation.Shutdown(graceCtx); err != nil {
+		if err := m.Delegation().Shutdown(graceCtx); err != nil {
 			log.Warn("delegations still running at the end of the grace period were interrupted")
 		}
 	})
@@ -389,7 +389,7 @@ func usageError(stderr io.Writer, err error) int {
 // one default agent. A directory that does not load is a startup error;
 // each of its problems is logged.
 func watchAgents(ctx context.Context, m *mesh, dir string, env func(string) string, log *slog.Logger) (*registry.DirWatcher, error) {
-	w, err := registry.NewDirWatcher(ctx, m.reg, dir, &registry.WatchOptions{
+	w, err := registry.NewDirWatcher(ctx, m.Registry(), dir, &registry.WatchOptions{
 		LookupEnv:      lookupEnv(env),
 		RequireDefault: true,
 		Logger:         log,
