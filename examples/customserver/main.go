@@ -1,6 +1,6 @@
-// Command customserver wires an agentmesh HTTP server from the library
-// packages with a Store of its own (memstore, logging every write) and a
-// transport hook (the http transport, logging every call to an agent).
+// Command customserver builds an agentmesh HTTP server on agentmesh.Open
+// with a Store of its own (memstore, logging every write) and a transport
+// hook (the http transport, logging every call to an agent).
 // The token is $MESH_TOKEN, else generated; -smoke registers, discovers and
 // delegates through the server's own API, then exits.
 package main
@@ -15,8 +15,8 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -49,14 +49,6 @@ func main() {
 }
 
 func run(ctx context.Context, addr string, smoke bool) error {
-	store := loggingStore{memstore.New()}
-	reg, err := registry.New(ctx, store, nil) // nil Policy: loopback agents allowed
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	defer engine.Follow(reg)() // the index follows every registry change
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -69,21 +61,24 @@ func run(ctx context.Context, addr string, smoke bool) error {
 		log.Printf("transport: %s %s took %v, err %v", a.Name, a.Endpoint, time.Since(start).Round(time.Microsecond), err)
 		return reply, err
 	}
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{
-		Discovery:  engine,
+	store := loggingStore{memstore.New()}
+	defer store.Close() // Open leaves a store of the caller's to the caller
+	mesh, err := agentmesh.Open(ctx, &agentmesh.Options{
+		Store:      store,
 		PublicURL:  base, // async callbacks come back here
 		Transports: map[registry.Protocol]delegation.Transport{registry.ProtocolHTTP: delegation.TransportFunc(logged)},
+		// A nil Policy: loopback agents allowed.
 	})
 	if err != nil {
 		return err
 	}
-	defer del.Close()
+	defer mesh.Close()
 	token := os.Getenv("MESH_TOKEN")
 	if token == "" {
 		token = httpserver.GenerateToken()
 		log.Printf("no MESH_TOKEN: generated the token %s", token)
 	}
-	api, err := httpserver.New(reg, engine, del, &httpserver.Options{Token: token})
+	api, err := httpserver.New(mesh.Registry(), mesh.Engine(), mesh.Delegation(), &httpserver.Options{Token: token})
 	if err != nil {
 		return err
 	}

@@ -22,9 +22,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/boltstore"
 )
 
 func main() {
@@ -45,27 +45,17 @@ func run(dbPath string) error {
 		defer os.RemoveAll(dir)
 		dbPath = filepath.Join(dir, "mesh.db")
 	}
-	store, err := boltstore.Open(dbPath, nil)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	reg, err := registry.New(ctx, store, nil)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
-
 	// The mesh's HTTP server: here only the callback endpoint. In
 	// `agentmesh serve` the HTTP front-end mounts it among the others.
 	mux := http.NewServeMux()
-	mesh := httptest.NewServer(mux)
-	defer mesh.Close()
-	client, err := delegation.New(ctx, reg, store, &delegation.Options{PublicURL: mesh.URL})
+	server := httptest.NewServer(mux)
+	defer server.Close()
+	mesh, err := agentmesh.Open(ctx, &agentmesh.Options{Path: dbPath, PublicURL: server.URL})
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer mesh.Close()
+	reg, client := mesh.Registry(), mesh.Delegation()
 	mux.Handle("POST /v1/delegations/{id}/result", client.CallbackHandler(nil))
 
 	finance := httptest.NewServer(http.HandlerFunc(financeAgent))

@@ -15,9 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/boltstore"
 )
 
 var agents = []registry.Agent{
@@ -93,19 +93,12 @@ func run(ctx context.Context, dbPath string) error {
 	}
 
 	// Reopen the file, as a restarted process would, and search.
-	store, err := boltstore.Open(dbPath, nil)
+	mesh, err := agentmesh.Open(ctx, &agentmesh.Options{Path: dbPath})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	reg, err := registry.New(ctx, store, nil)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	stop := engine.Follow(reg)
-	defer stop()
+	defer mesh.Close()
+	engine := mesh.Engine() // follows the registry
 	fmt.Printf("reopened the store: %d agents indexed\n", engine.Len())
 
 	for _, q := range queries {
@@ -140,19 +133,15 @@ func run(ctx context.Context, dbPath string) error {
 	return nil
 }
 
-// registerAll registers the demo agents through a registry on the bbolt
+// registerAll registers the demo agents through a mesh on the bbolt
 // file, then closes it.
 func registerAll(ctx context.Context, dbPath string) error {
-	store, err := boltstore.Open(dbPath, nil)
+	mesh, err := agentmesh.Open(ctx, &agentmesh.Options{Path: dbPath})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	reg, err := registry.New(ctx, store, nil)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
+	defer mesh.Close()
+	reg := mesh.Registry()
 	for _, a := range agents {
 		got, created, err := reg.Register(ctx, a)
 		if err != nil {

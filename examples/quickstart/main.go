@@ -6,8 +6,8 @@
 // It starts four small agents on loopback — finance answers a task at once
 // (HTTP 200), reports accepts it (HTTP 202) and posts the result to the
 // mesh's callback URL later, helpdesk is an MCP server built with the go-sdk,
-// and inventory always fails (HTTP 500) — then the mesh's HTTP server,
-// wired from the library packages as `agentmesh serve` wires it (bbolt
+// and inventory always fails (HTTP 500) — then the mesh's HTTP server on
+// the core agentmesh.Open builds as it does for `agentmesh serve` (bbolt
 // store in a temporary directory, a generated token, MCP tools at /mcp,
 // private endpoints allowed). It then uses the mesh as any client would,
 // over HTTP with the bearer token: it registers the agents, discovers them,
@@ -49,6 +49,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
@@ -58,7 +59,6 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
-	"github.com/agentmesh/agentmesh/store/boltstore"
 )
 
 func main() {
@@ -436,19 +436,19 @@ func (tr *tour) route(ctx context.Context) (err error) {
 		"PASSWORD_RESET_AGENT_ENDPOINT": ra.srv["password-reset"].url + "/task",
 	}
 	loaded, err := registry.LoadDir(dir, &registry.DirOptions{
-		Policy:         tr.m.policy,
+		Policy:         tr.m.Policy(),
 		RequireDefault: true,
 		LookupEnv:      func(k string) (string, bool) { v, ok := envs[k]; return v, ok },
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", dir, err)
 	}
-	if _, err := tr.m.reg.ReplaceFileAgents(ctx, loaded); err != nil {
+	if _, err := tr.m.Registry().ReplaceFileAgents(ctx, loaded); err != nil {
 		return fmt.Errorf("register the file agents: %w", err)
 	}
 	// The classifier retrains in the background; wait for it so the new
 	// agents are routable at once.
-	if err := tr.m.lex.Sync(ctx); err != nil {
+	if err := tr.m.Lexical().Sync(ctx); err != nil {
 		return fmt.Errorf("train the classifier: %w", err)
 	}
 	for _, a := range loaded {
@@ -586,20 +586,13 @@ func short(id string) string {
 
 // ---- the mesh ----
 
-// mesh is the library wired as `agentmesh serve` wires it: one bbolt store,
-// the registry, the discovery index following it, the circuit breakers,
-// the delegation client, and the HTTP API with the MCP tools at /mcp.
+// mesh is the library as agentmesh.Open wires it for `agentmesh serve`
+// (one bbolt store, the registry, the discovery index following it, the
+// circuit breakers, the delegation client and routing), and the HTTP API
+// with the MCP tools at /mcp.
 type mesh struct {
+	*agentmesh.Mesh
 	url, token string
-	policy     *netguard.Policy
-	store      *boltstore.Store
-	reg        *registry.Registry
-	stopIndex  func()
-	del        *delegation.Client
-	sessions   *session.Manager
-	lex        *routing.Lexical
-	stopLex    func()
-	router     *routing.Router
 	srv        *server
 }
 
@@ -614,64 +607,42 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 	if err != nil {
 		return nil, err
 	}
-	m = &mesh{url: "http://" + ln.Addr().String(), token: httpserver.GenerateToken(), policy: policy}
+	m = &mesh{url: "http://" + ln.Addr().String(), token: httpserver.GenerateToken()}
 	defer func() {
 		if err != nil {
 			ln.Close()
 			m.close()
 		}
 	}()
-	if m.store, err = boltstore.Open(dbPath, &boltstore.Options{Logger: logger}); err != nil {
-		return nil, err
-	}
-	if m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: policy, Logger: logger}); err != nil {
-		return nil, err
-	}
-	breakers := breaker.NewSet(m.store, &breaker.Options{Logger: logger})
-	if err := breakers.Restore(ctx); err != nil {
-		return nil, err
-	}
-	engine := discovery.New(&discovery.Options{
-		Available: func(name string) bool { return breakers.Lookup(name).State() != breaker.StateOpen },
-	})
-	m.stopIndex = engine.Follow(m.reg)
-	m.del, err = delegation.New(ctx, m.reg, m.store, &delegation.Options{
-		Discovery: engine,
-		Breakers:  breakers,
+	m.Mesh, err = agentmesh.Open(ctx, &agentmesh.Options{
+		Path:      dbPath,
 		Policy:    policy,
 		PublicURL: m.url, // agents post async results to <url>/v1/delegations/<id>/result
 		Logger:    logger,
+		// Routing (SPEC 5): sessions in the same store, the lexical
+		// classifier following the registry (it retrains in the background
+		// on every change), and the router dispatching through the
+		// delegation client.
+		Routing: &agentmesh.RoutingOptions{},
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Routing (SPEC 5): sessions in the same store, the lexical classifier
-	// following the registry (it retrains in the background on every
-	// change), and the router dispatching through the delegation client.
-	if m.sessions, err = session.NewManager(m.store, &session.Options{Logger: logger}); err != nil {
-		return nil, err
-	}
-	m.lex = routing.NewLexical(&routing.LexicalOptions{Logger: logger})
-	m.stopLex = m.lex.Follow(m.reg)
-	m.router, err = routing.New(m.lex, m.reg, m.del, m.sessions, &routing.RouterOptions{Breakers: breakers, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	api, err := httpserver.New(m.reg, engine, m.del, &httpserver.Options{
+	api, err := httpserver.New(m.Registry(), m.Engine(), m.Delegation(), &httpserver.Options{
 		Token:     m.token,
 		PublicURL: m.url,
 		Logger:    logger,
-		StorePing: httpserver.PingStore(m.store),
-		Breakers:  breakers,
-		Router:    m.router,
-		Sessions:  m.sessions,
+		StorePing: httpserver.PingStore(m.Store()),
+		Breakers:  m.Breakers(),
+		Router:    m.Router(),
+		Sessions:  m.Sessions(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	tools, err := mcpserver.New(m.reg, engine, m.del, &mcpserver.Options{
+	tools, err := mcpserver.New(m.Registry(), m.Engine(), m.Delegation(), &mcpserver.Options{
 		Logger: logger,
-		Router: m.router, // adds mesh_route and handle_message
+		Router: m.Router(), // adds mesh_route and handle_message
 		// Over HTTP, each tool call needs the token scope of its tool.
 		Authorize: func(ctx context.Context, req *mcp.CallToolRequest) error {
 			id, ok := httpserver.IdentityFrom(ctx)
@@ -712,29 +683,8 @@ func (m *mesh) close() error {
 	if m.srv != nil {
 		errs = append(errs, m.srv.shutdown(ctx))
 	}
-	if m.router != nil {
-		_ = m.router.Close()
-	}
-	if m.stopLex != nil {
-		m.stopLex()
-	}
-	if m.lex != nil {
-		_ = m.lex.Close()
-	}
-	if m.sessions != nil {
-		_ = m.sessions.Close()
-	}
-	if m.del != nil {
-		errs = append(errs, m.del.Shutdown(ctx))
-	}
-	if m.stopIndex != nil {
-		m.stopIndex()
-	}
-	if m.reg != nil {
-		errs = append(errs, m.reg.Close())
-	}
-	if m.store != nil {
-		errs = append(errs, m.store.Close())
+	if m.Mesh != nil {
+		errs = append(errs, m.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }
