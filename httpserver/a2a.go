@@ -119,7 +119,7 @@ func cardError(ctx context.Context, err error) *apiError {
 	case errors.Is(err, a2acard.ErrInvalidCard):
 		return fieldError("cardUrl", "%s", err.Error())
 	case ctx.Err() != nil:
-		return ctxOrInternal(ctx.Err())
+		return describe(ctx.Err())
 	}
 	e := errorf(http.StatusBadGateway, CodeCardFetchFailed, "%s", err.Error())
 	e.cause = err

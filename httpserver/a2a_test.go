@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -107,18 +108,18 @@ func TestImportAgentErrors(t *testing.T) {
 		code   string
 		msg    string
 	}{
-		{"no token", "", map[string]any{"cardUrl": valid.URL}, http.StatusUnauthorized, httpserver.CodeUnauthenticated, ""},
+		{"no token", "", map[string]any{"cardUrl": valid.URL}, http.StatusUnauthorized, apierr.CodeUnauthenticated, ""},
 		{"read scope", readToken, map[string]any{"cardUrl": valid.URL}, http.StatusForbidden, httpserver.CodePermissionDenied, ""},
-		{"unknown field", registerToken, map[string]any{"cardUrl": valid.URL, "name": "x"}, http.StatusBadRequest, httpserver.CodeInvalidArgument, ""},
-		{"no cardUrl", registerToken, map[string]any{}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "required"},
-		{"relative cardUrl", registerToken, map[string]any{"cardUrl": "/card.json"}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "absolute"},
-		{"file URL", registerToken, map[string]any{"cardUrl": "file:///etc/passwd"}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "absolute"},
-		{"ftp scheme", registerToken, map[string]any{"cardUrl": "ftp://example.com/card"}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "scheme"},
+		{"unknown field", registerToken, map[string]any{"cardUrl": valid.URL, "name": "x"}, http.StatusBadRequest, apierr.CodeInvalidArgument, ""},
+		{"no cardUrl", registerToken, map[string]any{}, http.StatusBadRequest, apierr.CodeInvalidArgument, "required"},
+		{"relative cardUrl", registerToken, map[string]any{"cardUrl": "/card.json"}, http.StatusBadRequest, apierr.CodeInvalidArgument, "absolute"},
+		{"file URL", registerToken, map[string]any{"cardUrl": "file:///etc/passwd"}, http.StatusBadRequest, apierr.CodeInvalidArgument, "absolute"},
+		{"ftp scheme", registerToken, map[string]any{"cardUrl": "ftp://example.com/card"}, http.StatusBadRequest, apierr.CodeInvalidArgument, "scheme"},
 		{"userinfo", registerToken, map[string]any{"cardUrl": "http://u:p@example.com/card"}, http.StatusBadRequest, registry.CodeEndpointNotAllowed, ""},
 		{"metadata address", registerToken, map[string]any{"cardUrl": "http://169.254.169.254/card"}, http.StatusBadRequest, registry.CodeEndpointNotAllowed, ""},
-		{"huge", registerToken, map[string]any{"cardUrl": huge.URL}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "over"},
-		{"garbage", registerToken, map[string]any{"cardUrl": garbage.URL}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "not a JSON object"},
-		{"no JSON-RPC interface", registerToken, map[string]any{"cardUrl": grpcOnly.URL}, http.StatusBadRequest, httpserver.CodeInvalidArgument, "JSON-RPC"},
+		{"huge", registerToken, map[string]any{"cardUrl": huge.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "over"},
+		{"garbage", registerToken, map[string]any{"cardUrl": garbage.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "not a JSON object"},
+		{"no JSON-RPC interface", registerToken, map[string]any{"cardUrl": grpcOnly.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "JSON-RPC"},
 		{"not found", registerToken, map[string]any{"cardUrl": missing.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, "status 404"},
 		{"redirect not followed", registerToken, map[string]any{"cardUrl": redirect.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, "status 302"},
 		{"unreachable", registerToken, map[string]any{"cardUrl": closed.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, ""},

@@ -123,7 +123,7 @@ func (s *Server) listAudit(w *recorder, r *http.Request) {
 	}
 	entries, err := s.audit.List(r.Context(), aq)
 	if err != nil {
-		s.fail(w, ctxOrInternal(err))
+		s.fail(w, describe(err))
 		return
 	}
 	if entries == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
@@ -70,17 +71,17 @@ func find(es []audit.Entry, action string) []audit.Entry {
 
 func TestAuditAuthFailures(t *testing.T) {
 	e, rec := newAuditEnv(t, false, nil)
-	expectError(t, e.get("/v1/agents", "wrong-token"), http.StatusUnauthorized, httpserver.CodeUnauthenticated)
-	expectError(t, e.get("/v1/agents", ""), http.StatusUnauthorized, httpserver.CodeUnauthenticated)
+	expectError(t, e.get("/v1/agents", "wrong-token"), http.StatusUnauthorized, apierr.CodeUnauthenticated)
+	expectError(t, e.get("/v1/agents", ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 	expectError(t, e.post("/v1/agents", readToken, agentJSON("a", "http://127.0.0.1:9/task")), http.StatusForbidden, httpserver.CodePermissionDenied)
-	expectError(t, e.get("/v1/nope", "wrong-token"), http.StatusUnauthorized, httpserver.CodeUnauthenticated)
+	expectError(t, e.get("/v1/nope", "wrong-token"), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 
 	got := find(entries(t, rec), audit.ActionAuthFailure)
 	require.Len(t, got, 4)
 	bad, missing, scope, unrouted := got[0], got[1], got[2], got[3]
 	assert.Empty(t, bad.Actor, "an invalid token has no name")
 	assert.Equal(t, audit.OutcomeDenied, bad.Outcome)
-	assert.Equal(t, httpserver.CodeUnauthenticated, bad.Code)
+	assert.Equal(t, apierr.CodeUnauthenticated, bad.Code)
 	assert.Equal(t, "GET /v1/agents", bad.Details["route"])
 	assert.Equal(t, "invalid credentials", bad.Details["reason"])
 	assert.Equal(t, "127.0.0.1", bad.Details["client_ip"])
@@ -188,7 +189,7 @@ func TestAuditRoute(t *testing.T) {
 		for _, tok := range []string{readToken, registerToken, delegateToken, routeToken} {
 			expectError(t, e.get("/v1/audit", tok), http.StatusForbidden, httpserver.CodePermissionDenied)
 		}
-		expectError(t, e.get("/v1/audit", ""), http.StatusUnauthorized, httpserver.CodeUnauthenticated)
+		expectError(t, e.get("/v1/audit", ""), http.StatusUnauthorized, apierr.CodeUnauthenticated)
 	})
 
 	t.Run("Paging", func(t *testing.T) {
@@ -251,7 +252,7 @@ func TestAuditRoute(t *testing.T) {
 			"before=x":                          "before",
 		} {
 			r := e.get("/v1/audit?"+q, adminToken)
-			er := expectError(t, r, http.StatusBadRequest, httpserver.CodeInvalidArgument)
+			er := expectError(t, r, http.StatusBadRequest, apierr.CodeInvalidArgument)
 			assert.Equal(t, map[string]any{"field": field}, er.Details, "%s", q)
 		}
 	})

@@ -94,7 +94,7 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &fe):
 		return fieldError(fe.field, "invalid %s: %s", fe.field, fe.msg)
 	case errors.As(err, &syn):
-		return badRequest("malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+		return badRequest("malformed JSON at byte %d: %s", syn.Offset, syn.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return badRequest("malformed JSON: unexpected end of the body")
 	case errors.As(err, &typ):
@@ -103,11 +103,14 @@ func jsonError(err error) *apiError {
 		}
 		return fieldError(typ.Field, "invalid %s: must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	}
+	// encoding/json reports an unknown field with no type to read the
+	// name from; checkKeys refuses unknown keys before decoding, so this
+	// is a fallback.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
 		return fieldError(name, "unknown field %q", name)
 	}
-	return badRequest("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return badRequest("malformed JSON: %v", err)
 }
 
 // jsonKind names the JSON form of a Go type, for error messages.

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
 // Delegations is what the server needs from the delegation client:
@@ -106,7 +106,7 @@ func (s *Server) delegate(w *recorder, r *http.Request) {
 		AsyncTimeout: time.Duration(b.AsyncTimeoutMs) * time.Millisecond,
 	})
 	if err != nil {
-		s.fail(w, delegationError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, NewDelegateResponse(rec))
@@ -158,7 +158,7 @@ func (s *Server) listDelegations(w *recorder, r *http.Request) {
 	limit = min(limit, delegation.MaxListLimit)
 	recs, err := s.del.List(r.Context(), delegation.ListFilter{Status: status, Target: q.get("target"), Limit: limit, Offset: offset})
 	if err != nil {
-		s.fail(w, delegationError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	if len(recs) == limit {
@@ -182,7 +182,7 @@ func (s *Server) listDelegations(w *recorder, r *http.Request) {
 func delegationID(r *http.Request) (string, *apiError) {
 	id := r.PathValue("id")
 	if id == "" || len(id) > 128 {
-		return "", errorf(http.StatusNotFound, CodeNotFound, "no delegation with this id")
+		return "", errorf(http.StatusNotFound, apierr.CodeNotFound, "no delegation with this id")
 	}
 	return id, nil
 }
@@ -224,7 +224,7 @@ func (s *Server) getDelegation(w *recorder, r *http.Request) {
 		rec, err = s.del.Get(ctx, id)
 	}
 	if err != nil {
-		s.fail(w, delegationError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
@@ -238,34 +238,8 @@ func (s *Server) cancelDelegation(w *recorder, r *http.Request) {
 	}
 	rec, err := s.del.Cancel(r.Context(), id)
 	if err != nil {
-		s.fail(w, delegationError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
-}
-
-// delegationError maps an error of the delegation client to a response.
-// Depth and cycle refusals are 422: the request is well-formed, and the
-// mesh refuses what it asks for.
-func delegationError(err error) *apiError {
-	msg := strings.TrimPrefix(err.Error(), "delegation: ")
-	switch {
-	case errors.Is(err, delegation.ErrNotFound):
-		return errorf(http.StatusNotFound, delegation.CodeNotFound, "%s", msg)
-	case errors.Is(err, delegation.ErrNoMatch):
-		return errorf(http.StatusNotFound, delegation.CodeNoMatch, "%s", msg)
-	case errors.Is(err, delegation.ErrResourceNotCovered):
-		return errorf(http.StatusForbidden, delegation.CodeResourceNotCovered, "%s", msg)
-	case errors.Is(err, delegation.ErrInvalid):
-		return errorf(http.StatusBadRequest, delegation.CodeInvalidArgument, "%s", msg)
-	case errors.Is(err, delegation.ErrDepthExceeded):
-		return errorf(http.StatusUnprocessableEntity, delegation.CodeDepthExceeded, "%s", msg)
-	case errors.Is(err, delegation.ErrCycle):
-		return errorf(http.StatusUnprocessableEntity, delegation.CodeDelegationCycle, "%s", msg)
-	case errors.Is(err, delegation.ErrFinal), errors.Is(err, delegation.ErrConflict):
-		return errorf(http.StatusConflict, delegation.CodeConflict, "%s", msg)
-	case errors.Is(err, delegation.ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the mesh is shutting down", cause: err}
-	}
-	return ctxOrInternal(err)
 }

@@ -2,28 +2,105 @@ package httpserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/routing"
 )
 
-// Error codes this package puts in the "code" field of its own error
-// responses. Errors of the library packages keep their codes
-// ([registry.Code], [discovery.Code], [delegation.Code]).
+// Error codes of this package's own error responses. Errors of the
+// library packages carry their codes themselves ([apierr.Describe]).
 const (
-	CodeInvalidArgument      = "invalid_argument"
-	CodeUnauthenticated      = "unauthenticated"
-	CodePermissionDenied     = "permission_denied"
-	CodeNotFound             = "not_found"
 	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeConflict             = "conflict"
 	CodePayloadTooLarge      = "payload_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"
 	CodeReloadFailed         = "reload_failed"
-	CodeInternal             = "internal"
-	CodeUnavailable          = "unavailable"
 )
+
+// Shared codes, for hosts that answer with [WriteError]: the same values
+// as the library's errors carry.
+const (
+	CodePermissionDenied = apierr.CodePermissionDenied
+	CodeNotFound         = apierr.CodeNotFound
+	CodeConflict         = apierr.CodeConflict
+	CodeUnavailable      = apierr.CodeUnavailable
+)
+
+// statusOf is the HTTP status of each code an error of the library
+// carries. A described error whose code is not here (a delegation
+// transport failure, say) is as internal as an undescribed one: a 500.
+var statusOf = map[string]int{
+	apierr.CodeInvalidArgument:        http.StatusBadRequest,
+	registry.CodeEndpointNotAllowed:   http.StatusBadRequest,
+	apierr.CodeUnauthenticated:        http.StatusUnauthorized,
+	apierr.CodePermissionDenied:       http.StatusForbidden,
+	delegation.CodeResourceNotCovered: http.StatusForbidden,
+	apierr.CodeNotFound:               http.StatusNotFound,
+	delegation.CodeNoMatch:            http.StatusNotFound,
+	apierr.CodeConflict:               http.StatusConflict,
+	registry.CodeManagedByFile:        http.StatusConflict,
+	// Depth and cycle refusals: the request is well-formed, and the mesh
+	// refuses what it asks for.
+	delegation.CodeDepthExceeded:   http.StatusUnprocessableEntity,
+	delegation.CodeDelegationCycle: http.StatusUnprocessableEntity,
+	apierr.CodeUnavailable:         http.StatusServiceUnavailable,
+	routing.CodeNoDefaultAgent:     http.StatusServiceUnavailable,
+	// A request cut short is answered 503 unavailable (see describe).
+	apierr.CodeCanceled: http.StatusServiceUnavailable,
+	apierr.CodeTimeout:  http.StatusServiceUnavailable,
+}
+
+// describe turns an error of the library into a response: the code and
+// message the error describes itself with ([apierr.Describe]), the status
+// of statusOf, and the details of its field errors. Anything else is a
+// 500 whose cause is logged.
+func describe(err error) *apiError {
+	code, msg, ok := apierr.Describe(err)
+	status, known := statusOf[code]
+	if !ok || !known {
+		return internal(err)
+	}
+	if code == apierr.CodeCanceled || code == apierr.CodeTimeout {
+		// The API has no codes of its own for these: a request cut short
+		// is unavailable, which clients retry.
+		code, msg = apierr.CodeUnavailable, "the request was cancelled"
+	}
+	return &apiError{status: status, code: code, msg: msg, details: details(err), cause: err}
+}
+
+// FieldProblem is one entry of the details of a validation error:
+// {"fields": [{"field", "rule", "code"}]}.
+type FieldProblem struct {
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+	Code  string `json:"code"`
+}
+
+// details are the details of an error response for err: every field of
+// an agent record at fault, or the one request field a query error names.
+func details(err error) any {
+	if fes := registry.FieldErrors(err); len(fes) > 0 {
+		problems := make([]FieldProblem, len(fes))
+		for i, f := range fes {
+			problems[i] = FieldProblem{Field: f.Field, Rule: f.Rule, Code: f.Code()}
+		}
+		return map[string]any{"fields": problems}
+	}
+	switch {
+	case errors.Is(err, discovery.ErrEmptyQuery):
+		return map[string]string{"field": "query"}
+	case errors.Is(err, registry.ErrBadCursor):
+		return map[string]string{"field": "cursor"}
+	}
+	return nil
+}
 
 // ErrorResponse is the JSON body of every error response:
 // {"error": "<human message>", "code": "<machine code>", "details"?: …}.
@@ -51,7 +128,7 @@ func errorf(status int, code, format string, args ...any) *apiError {
 }
 
 func badRequest(format string, args ...any) *apiError {
-	return errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
+	return errorf(http.StatusBadRequest, apierr.CodeInvalidArgument, format, args...)
 }
 
 // fieldError is a 400 invalid_argument naming the offending field.
@@ -68,7 +145,7 @@ func fieldError(field, format string, args ...any) *apiError {
 func codeForStatus(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return CodeUnauthenticated
+		return apierr.CodeUnauthenticated
 	case http.StatusForbidden:
 		return CodePermissionDenied
 	case http.StatusNotFound:
@@ -87,13 +164,13 @@ func codeForStatus(status int) string {
 		return CodeUnavailable
 	}
 	if status >= 500 {
-		return CodeInternal
+		return apierr.CodeInternal
 	}
-	return CodeInvalidArgument
+	return apierr.CodeInvalidArgument
 }
 
 func internal(cause error) *apiError {
-	return &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "internal error", cause: cause}
+	return &apiError{status: http.StatusInternalServerError, code: apierr.CodeInternal, msg: "internal error", cause: cause}
 }
 
 // writeJSON encodes v once and writes it with status. Encoding failures are

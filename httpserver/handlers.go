@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -166,7 +165,7 @@ func (s *Server) register(w *recorder, r *http.Request, a registry.Agent, via st
 	stored, created, err := s.reg.Register(r.Context(), a)
 	s.auditRegister(w, a, created, via, err)
 	if err != nil {
-		s.fail(w, registryError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	status := http.StatusOK
@@ -195,7 +194,7 @@ func (s *Server) listAgents(w *recorder, r *http.Request) {
 	}
 	page, err := s.reg.List(r.Context(), registry.ListOptions{Limit: limit, Cursor: q.get("cursor"), Labels: labels})
 	if err != nil {
-		s.fail(w, registryError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	if page.NextCursor != "" {
@@ -224,6 +223,16 @@ func agentName(r *http.Request) (string, *apiError) {
 	return name, nil
 }
 
+// agentError is the response to err on a route of the agent {name}, whose
+// not-found message speaks of the name in the path.
+func agentError(err error) *apiError {
+	e := describe(err)
+	if errors.Is(err, registry.ErrNotFound) {
+		e.msg = "no agent is registered under this name"
+	}
+	return e
+}
+
 func (s *Server) getAgent(w *recorder, r *http.Request) {
 	name, e := agentName(r)
 	if e != nil {
@@ -232,7 +241,7 @@ func (s *Server) getAgent(w *recorder, r *http.Request) {
 	}
 	a, err := s.reg.Get(r.Context(), name)
 	if err != nil {
-		s.fail(w, registryError(err))
+		s.fail(w, agentError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
@@ -245,7 +254,7 @@ func (s *Server) deleteAgent(w *recorder, r *http.Request) {
 		return
 	}
 	if err := s.reg.Delete(r.Context(), name); err != nil {
-		e := registryError(err)
+		e := agentError(err)
 		s.auditOutcome(w, audit.ActionAgentUnregister, name, e, nil)
 		s.fail(w, e)
 		return
@@ -262,7 +271,7 @@ func (s *Server) heartbeat(w *recorder, r *http.Request) {
 	}
 	a, err := s.reg.Heartbeat(r.Context(), name)
 	if err != nil {
-		s.fail(w, registryError(err))
+		s.fail(w, agentError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
@@ -281,7 +290,7 @@ func (s *Server) auditRegister(w *recorder, a registry.Agent, created bool, via 
 	}
 	var e *apiError
 	if err != nil {
-		e = registryError(err)
+		e = describe(err)
 		if errors.Is(err, registry.ErrEndpointNotAllowed) {
 			details["endpoint_host"] = endpointHost(a.Endpoint)
 		}
@@ -289,78 +298,6 @@ func (s *Server) auditRegister(w *recorder, a registry.Agent, created bool, via 
 		details["created"] = strconv.FormatBool(created)
 	}
 	s.auditOutcome(w, audit.ActionAgentRegister, a.Name, e, details)
-}
-
-// FieldProblem is one entry of the details of a validation error:
-// {"fields": [{"field", "rule", "code"}]}.
-type FieldProblem struct {
-	Field string `json:"field"`
-	Rule  string `json:"rule"`
-	Code  string `json:"code"`
-}
-
-// registryError maps an error of the registry to a response.
-func registryError(err error) *apiError {
-	var fe *registry.FieldError
-	switch {
-	case errors.As(err, &fe):
-		var (
-			msgs     []string
-			problems []FieldProblem
-		)
-		for _, f := range fieldErrors(err) {
-			msgs = append(msgs, f.Error())
-			problems = append(problems, FieldProblem{Field: f.Field, Rule: f.Rule, Code: f.Code()})
-		}
-		e := errorf(http.StatusBadRequest, registry.Code(err), "%s", strings.Join(msgs, "; "))
-		e.details = map[string]any{"fields": problems}
-		return e
-	case errors.Is(err, registry.ErrNotFound):
-		return errorf(http.StatusNotFound, CodeNotFound, "no agent is registered under this name")
-	case errors.Is(err, registry.ErrManagedByFile):
-		return errorf(http.StatusConflict, registry.CodeManagedByFile,
-			"the agent is managed by the agent directory: change its YAML file instead")
-	case errors.Is(err, registry.ErrDefaultConflict):
-		return errorf(http.StatusConflict, CodeConflict,
-			"another agent is already the default agent (isDefault); clear its flag first")
-	case errors.Is(err, registry.ErrBadCursor):
-		return fieldError("cursor", "invalid cursor: use the cursor of a Link header")
-	case errors.Is(err, registry.ErrClosed):
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the registry is shutting down", cause: err}
-	}
-	return ctxOrInternal(err)
-}
-
-// fieldErrors lists every *registry.FieldError in err's tree, in order.
-func fieldErrors(err error) []*registry.FieldError {
-	var out []*registry.FieldError
-	var walk func(error)
-	walk = func(err error) {
-		if fe, ok := err.(*registry.FieldError); ok {
-			out = append(out, fe)
-			return
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		case interface{ Unwrap() error }:
-			if e := u.Unwrap(); e != nil {
-				walk(e)
-			}
-		}
-	}
-	walk(err)
-	return out
-}
-
-// ctxOrInternal maps a cancelled request to 503 and anything else to 500.
-func ctxOrInternal(err error) *apiError {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: "the request was cancelled", cause: err}
-	}
-	return internal(err)
 }
 
 // ---- discovery ----
@@ -454,7 +391,7 @@ func (s *Server) discover(w *recorder, query string, q *discovery.Query) {
 		defer replyBuffers.Put(buf)
 		b, err := js.AppendSearchJSON((*buf)[:0], query, q)
 		if err != nil {
-			s.fail(w, searchError(err))
+			s.fail(w, describe(err))
 			return
 		}
 		b = append(b, '\n')
@@ -464,7 +401,7 @@ func (s *Server) discover(w *recorder, query string, q *discovery.Query) {
 	}
 	res, err := s.search.Search(query, q)
 	if err != nil {
-		s.fail(w, searchError(err))
+		s.fail(w, describe(err))
 		return
 	}
 	if res == nil {
@@ -482,18 +419,6 @@ type jsonSearcher interface {
 
 // replyBuffers recycles the buffers discovery replies are encoded in.
 var replyBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// searchError maps an error of a search to its API error.
-func searchError(err error) *apiError {
-	if discovery.Code(err) == "" {
-		return internal(err)
-	}
-	e := badRequest("%s", strings.TrimPrefix(err.Error(), "discovery: "))
-	if errors.Is(err, discovery.ErrEmptyQuery) {
-		e.details = map[string]string{"field": "query"}
-	}
-	return e
-}
 
 // PingStore returns an Options.StorePing for an agent store: it reads one
 // agent that need not exist, so any answer from the store — the agent or

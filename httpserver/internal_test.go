@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -49,7 +50,7 @@ func FuzzDecodeAgent(f *testing.F) {
 		if e == nil {
 			return
 		}
-		if e.status != http.StatusBadRequest || e.code != CodeInvalidArgument || e.msg == "" {
+		if e.status != http.StatusBadRequest || e.code != apierr.CodeInvalidArgument || e.msg == "" {
 			t.Fatalf("decode error %+v", e)
 		}
 		if !utf8.ValidString(e.msg) {
@@ -81,7 +82,7 @@ func TestDecodeNamesFields(t *testing.T) {
 
 	e = decodeJSON([]byte(strings.Repeat("[", 20000)), &d)
 	require.NotNil(t, e)
-	assert.Equal(t, CodeInvalidArgument, e.code)
+	assert.Equal(t, apierr.CodeInvalidArgument, e.code)
 }
 
 func TestLimitersStayBounded(t *testing.T) {

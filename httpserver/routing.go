@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentmesh/agentmesh/routing"
@@ -65,27 +64,18 @@ func (s *Server) routeRequest(w *recorder, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// routingError maps an error of the Router to a response: 400 for an
-// invalid request, 503 no_default_agent, 503 unavailable with Retry-After
-// when no agent could take the request.
+// routingError maps an error of the Router to a response, with a
+// Retry-After when no agent could take the request.
 func routingError(w http.ResponseWriter, err error) *apiError {
-	var ue *routing.UnavailableError
-	switch {
-	case errors.Is(err, routing.ErrInvalidRequest):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "routing: "))
-	case errors.Is(err, routing.ErrNoDefaultAgent):
-		return &apiError{status: http.StatusServiceUnavailable, code: "no_default_agent",
-			msg: "no agent can take the request and no default agent is registered", cause: err}
-	case errors.As(err, &ue), errors.Is(err, routing.ErrUnavailable):
+	if errors.Is(err, routing.ErrUnavailable) {
 		ra := routing.DefaultRetryAfter
-		if ue != nil && ue.RetryAfter > 0 {
+		var ue *routing.UnavailableError
+		if errors.As(err, &ue) && ue.RetryAfter > 0 {
 			ra = ue.RetryAfter
 		}
 		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((ra+time.Second-1)/time.Second)), 10))
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			msg: "no agent is available to take the request; retry later", cause: err}
 	}
-	return ctxOrInternal(err)
+	return describe(err)
 }
 
 // ownedSession returns the session {id} if the caller may see it: it was
@@ -98,7 +88,7 @@ func (s *Server) ownedSession(w *recorder, r *http.Request) (session.Session, bo
 		err = session.ErrNotFound
 	}
 	if err != nil {
-		s.fail(w, sessionError(err, sid))
+		s.fail(w, sessionError(err))
 		return session.Session{}, false
 	}
 	return sess, true
@@ -113,16 +103,13 @@ func maySee(id Identity, sess session.Session) bool {
 	return owner != "" && owner == id.Name
 }
 
-func sessionError(err error, sid string) *apiError {
-	switch {
-	case errors.Is(err, session.ErrNotFound), errors.Is(err, session.ErrForbidden):
-		return errorf(http.StatusNotFound, CodeNotFound, "session %q not found", sid)
-	case errors.Is(err, session.ErrNotActive):
-		return errorf(http.StatusConflict, CodeConflict, "session %q is closed", sid)
-	case errors.Is(err, session.ErrInvalid):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "session: "))
+// sessionError maps an error of the session manager to a response.
+// Another user's session is not found: its existence is not revealed.
+func sessionError(err error) *apiError {
+	if errors.Is(err, session.ErrForbidden) {
+		err = session.ErrNotFound
 	}
-	return ctxOrInternal(err)
+	return describe(err)
 }
 
 func (s *Server) getSession(w *recorder, r *http.Request) {
@@ -142,7 +129,7 @@ func (s *Server) resumeSession(w *recorder, r *http.Request) {
 	}
 	fresh, err := s.sessions.Resume(r.Context(), sess.ID, sess.UserID)
 	if err != nil {
-		s.fail(w, sessionError(err, sess.ID))
+		s.fail(w, sessionError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, fresh)
@@ -157,7 +144,7 @@ func (s *Server) deleteSession(w *recorder, r *http.Request) {
 	}
 	closed, err := s.sessions.CloseSession(r.Context(), sess.ID, session.StatusAbandoned)
 	if err != nil {
-		s.fail(w, sessionError(err, sess.ID))
+		s.fail(w, sessionError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, closed)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -572,9 +573,9 @@ func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
 		s.failures.take(ip, now)
 	}
 	reason, _, _ := strings.Cut(msg, ":")
-	s.auditAuthFailure(rec, r, "", CodeUnauthenticated, reason)
+	s.auditAuthFailure(rec, r, "", apierr.CodeUnauthenticated, reason)
 	rec.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
-	writeError(rec, errorf(http.StatusUnauthorized, CodeUnauthenticated, "%s", msg))
+	writeError(rec, errorf(http.StatusUnauthorized, apierr.CodeUnauthenticated, "%s", msg))
 	return Identity{}, false
 }
 
