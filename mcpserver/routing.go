@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"strings"
 
@@ -24,11 +22,6 @@ const (
 type Router interface {
 	Handle(ctx context.Context, req routing.Request) (routing.Response, error)
 }
-
-// Codes of routing failures, besides invalid_argument and unavailable.
-const (
-	CodeNoDefaultAgent = "no_default_agent"
-)
 
 const (
 	routeDescription = `Route a user's message to the agent that should handle it, and return that agent's answer. The mesh classifies the message against the registered agents, then routes it to the best one, asks a clarification question, or falls back to the default agent; the chosen agent is contacted over the network and may act on the world (not idempotent).
@@ -144,7 +137,7 @@ func (t *tools) route(ctx context.Context, in RouteArgs) (*mcp.CallToolResult, r
 		Metadata:  t.routeMetadata(ctx, nil),
 	})
 	if err != nil {
-		return nil, routing.Response{}, routingFailure(err)
+		return nil, routing.Response{}, err
 	}
 	if resp.Classification.Entities == nil {
 		resp.Classification.Entities = map[string]any{}
@@ -167,7 +160,7 @@ func (t *tools) handleMessage(ctx context.Context, in HandleMessageArgs) (*mcp.C
 	}
 	resp, err := t.router.Handle(ctx, req)
 	if err != nil {
-		return nil, AgentResponse{}, routingFailure(err)
+		return nil, AgentResponse{}, err
 	}
 	content := resp.Response
 	if strings.TrimSpace(content) == "" {
@@ -191,20 +184,4 @@ func (t *tools) routeMetadata(ctx context.Context, meta map[string]any) map[stri
 	maps.Copy(out, meta)
 	maps.Copy(out, extra)
 	return out
-}
-
-// routingFailure maps an error of the Router to a tool error.
-func routingFailure(err error) error {
-	var ue *routing.UnavailableError
-	switch {
-	case errors.Is(err, routing.ErrInvalidRequest):
-		return invalidArg("%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "routing: "), "invalid request: "))
-	case errors.Is(err, routing.ErrNoDefaultAgent):
-		return &toolError{CodeNoDefaultAgent, "no agent fits the message and no default agent is registered"}
-	case errors.As(err, &ue):
-		return &toolError{CodeUnavailable, fmt.Sprintf("no agent is available to take the message; retry in %d s", max(1, int(ue.RetryAfter.Seconds())))}
-	case errors.Is(err, routing.ErrUnavailable):
-		return &toolError{CodeUnavailable, "no agent is available to take the message; retry later"}
-	}
-	return err
 }

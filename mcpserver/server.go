@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -220,7 +221,7 @@ func argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && !st.ran {
 			for _, c := range r.Content {
 				if tc, ok := c.(*mcp.TextContent); ok {
-					tc.Text = CodeInvalidArgument + ": " + argumentMessage(tc.Text) + " (see the tool's inputSchema)"
+					tc.Text = apierr.CodeInvalidArgument + ": " + argumentMessage(tc.Text) + " (see the tool's inputSchema)"
 				}
 			}
 		}

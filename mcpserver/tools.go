@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -198,12 +199,12 @@ func handler[In, Out any](t *tools, name string, fn func(context.Context, In) (*
 			if p := recover(); p != nil {
 				t.log.Error("mcpserver: tool panicked", "tool", name, "panic", fmt.Sprint(p))
 				var zero Out
-				res, out, err = nil, zero, &toolError{CodeInternal, "internal error (logged by the server)"}
+				res, out, err = nil, zero, errInternal
 			}
 		}()
 		if t.authorize != nil {
 			if aerr := t.authorize(ctx, req); aerr != nil {
-				return nil, out, &toolError{CodePermissionDenied, aerr.Error()}
+				return nil, out, &toolError{apierr.CodePermissionDenied, aerr.Error()}
 			}
 		}
 		res, out, err = fn(ctx, in)
@@ -278,7 +279,7 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 func (t *tools) unregister(ctx context.Context, in UnregisterArgs) (*mcp.CallToolResult, UnregisterResult, error) {
 	if err := t.reg.Delete(ctx, in.Name); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
-			err = &toolError{registry.CodeNotFound, fmt.Sprintf("no agent named %q", in.Name)}
+			err = &toolError{apierr.CodeNotFound, fmt.Sprintf("no agent named %q", in.Name)}
 		}
 		return nil, UnregisterResult{}, err
 	}
@@ -308,7 +309,7 @@ func (t *tools) delegate(ctx context.Context, in DelegateArgs) (*mcp.CallToolRes
 	})
 	if err != nil {
 		if errors.Is(err, delegation.ErrNotFound) && in.TargetName != "" {
-			err = &toolError{delegation.CodeNotFound, fmt.Sprintf("no agent named %q (use mesh_discover or mesh_list_agents to find one)", in.TargetName)}
+			err = &toolError{apierr.CodeNotFound, fmt.Sprintf("no agent named %q (use mesh_discover or mesh_list_agents to find one)", in.TargetName)}
 		}
 		return nil, DelegateResult{}, err
 	}
@@ -362,7 +363,7 @@ func (t *tools) getDelegation(ctx context.Context, in GetDelegationArgs) (*mcp.C
 	}
 	if err != nil {
 		if errors.Is(err, delegation.ErrNotFound) {
-			err = &toolError{delegation.CodeNotFound, fmt.Sprintf("no delegation with id %q (finished records are kept for a limited time, 7 days by default)", in.ID)}
+			err = &toolError{apierr.CodeNotFound, fmt.Sprintf("no delegation with id %q (finished records are kept for a limited time, 7 days by default)", in.ID)}
 		}
 		return nil, Delegation{}, err
 	}
