@@ -17,16 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
-	"github.com/agentmesh/agentmesh/registry"
-)
-
-// Codes this package puts on failed tasks besides the codes of the
-// library packages (delegation.Code, discovery.Code, and the Code of a
-// delegation record).
-const (
-	CodeCanceled    = "canceled"
-	CodeUnavailable = "unavailable"
-	CodeInternal    = "internal"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
 // Names of the artifacts of completed tasks.
@@ -96,7 +87,7 @@ func (x *executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, in inten
 	defer func() {
 		if p := recover(); p != nil {
 			x.log.Error("a2aserver: skill panicked", "skill", in.skill, "panic", fmt.Sprint(p))
-			events = []a2a.Event{failedEvent(ec, CodeInternal, "internal error (logged by the server)", nil)}
+			events = []a2a.Event{failedEvent(ec, apierr.CodeInternal, msgInternal, nil)}
 		}
 	}()
 	if in.skill == a2acard.SkillDiscover {
@@ -174,7 +165,7 @@ func (x *executor) delegate(ctx context.Context, ec *a2asrv.ExecutorContext, in 
 		prev := taskMeta(ec.StoredTask)
 		req.Target, _ = prev[MetaTargetAgent].(string)
 		if req.Target == "" {
-			return []a2a.Event{failedEvent(ec, CodeInvalidArgument, "this task asked no question and cannot be continued: send a new message without a taskId", nil)}
+			return []a2a.Event{failedEvent(ec, apierr.CodeInvalidArgument, "this task asked no question and cannot be continued: send a new message without a taskId", nil)}
 		}
 		if id, _ := prev[MetaDelegationID].(string); id != "" {
 			req.Context = maps.Clone(req.Context)
@@ -244,7 +235,7 @@ func outcome(ec *a2asrv.ExecutorContext, rec delegation.Record) []a2a.Event {
 func (x *executor) refused(ec *a2asrv.ExecutorContext, err error, req *delegation.Request) *a2a.TaskStatusUpdateEvent {
 	code, msg := classify(err)
 	switch {
-	case code == CodeInternal:
+	case code == apierr.CodeInternal:
 		x.log.Error("a2aserver: skill failed", "err", err)
 	case errors.Is(err, delegation.ErrNotFound) && req != nil && req.Target != "":
 		msg = fmt.Sprintf("no agent named %q (use the %s skill to find one)", req.Target, a2acard.SkillDiscover)
@@ -254,28 +245,19 @@ func (x *executor) refused(ec *a2asrv.ExecutorContext, err error, req *delegatio
 	return failedEvent(ec, code, msg, nil)
 }
 
-// classify maps an error of the library to its SPEC code and a message
-// safe to show.
+// classify returns the code and safe message err describes itself with
+// ([apierr.Describe]); an error that describes nothing is internal, and
+// shown only as code internal.
 func classify(err error) (code, msg string) {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return CodeCanceled, "the request was canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return delegation.CodeTimeout, "the request timed out"
-	case errors.Is(err, registry.ErrClosed), errors.Is(err, delegation.ErrClosed):
-		return CodeUnavailable, "the mesh is shutting down; try again later"
+	code, msg, ok := apierr.Describe(err)
+	if !ok || code == apierr.CodeInternal {
+		return apierr.CodeInternal, msgInternal
 	}
-	for _, c := range []func(error) string{delegation.Code, discovery.Code, registry.Code} {
-		if code := c(err); code != "" {
-			msg := err.Error()
-			for _, p := range []string{"delegation: ", "discovery: ", "registry: "} {
-				msg = strings.TrimPrefix(msg, p)
-			}
-			return code, msg
-		}
-	}
-	return CodeInternal, "internal error (logged by the server)"
+	return code, msg
 }
+
+// msgInternal is the message of an internal error, whose text is logged.
+const msgInternal = "internal error (logged by the server)"
 
 // failedEvent is a failed status whose message text is "<code>: <msg>",
 // with the code in the message's metadata and, merged with meta, in the

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
 // Metadata keys a client may set on a message (or on the SendMessage
@@ -60,10 +61,6 @@ const (
 	// MetaCode is the SPEC error code of a failed task.
 	MetaCode = "agentmesh/code"
 )
-
-// CodeInvalidArgument is the code, in the message and the details, of a
-// request refused as malformed (a JSON-RPC invalid params error).
-const CodeInvalidArgument = "invalid_argument"
 
 // intent is what a SendMessage asks for, read from its message.
 type intent struct {
@@ -258,7 +255,7 @@ func metaInt(meta map[string]any, key string, lo, hi int64) (int64, error) {
 // invalidParams is a JSON-RPC invalid params error whose message starts
 // with the SPEC code and whose details carry it.
 func invalidParams(format string, args ...any) error {
-	return codedError(a2a.ErrInvalidParams, CodeInvalidArgument, fmt.Sprintf(format, args...))
+	return codedError(a2a.ErrInvalidParams, apierr.CodeInvalidArgument, fmt.Sprintf(format, args...))
 }
 
 // codedError is an A2A error of kind (which picks the JSON-RPC code) whose

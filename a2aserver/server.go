@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
 // Searcher ranks agents for a query: *discovery.Engine implements it.
@@ -139,7 +140,7 @@ func New(search Searcher, del Delegations, opts *Options) (http.Handler, error) 
 	panicked := func(where string) func(r any) error {
 		return func(r any) error {
 			log.Error("a2aserver: panic", "in", where, "panic", fmt.Sprint(r))
-			return a2a.NewError(a2a.ErrInternalError, CodeInternal+": internal error (logged by the server)")
+			return a2a.NewError(a2a.ErrInternalError, apierr.CodeInternal+": "+msgInternal)
 		}
 	}
 	rh := a2asrv.NewHandler(&executor{search: search, del: del, log: log},
@@ -173,10 +174,6 @@ const (
 	methodSetPushConfig   = "CreateTaskPushConfig"
 	methodDelPushConfig   = "DeleteTaskPushConfig"
 )
-
-// CodePermissionDenied is the code, in the message and the details, of a
-// call refused by Options.Authorize.
-const CodePermissionDenied = "permission_denied"
 
 // guard is the call interceptor that runs before every call: it names the
 // caller (the owner of the tasks the call creates or reads), refuses what
@@ -231,7 +228,7 @@ func (g *guard) allow(ctx context.Context, op string) error {
 		return nil
 	}
 	if err := g.authorize(ctx, op); err != nil {
-		return codedError(a2a.ErrUnauthorized, CodePermissionDenied, err.Error())
+		return codedError(a2a.ErrUnauthorized, apierr.CodePermissionDenied, err.Error())
 	}
 	return nil
 }
