@@ -102,6 +102,11 @@ type Options struct {
 	// store closes, so it can write what it still holds to the store.
 	Observe func(ctx context.Context, m *Mesh) (stop func(), err error)
 
+	// OnRegistryWrite, if set, is called after every write of the
+	// registry, committed, refused or failed, as [registry.Options.OnWrite]:
+	// the one place to audit changes of the registry.
+	OnRegistryWrite func(ctx context.Context, w registry.Write)
+
 	// OnBreakerChange, if set, is called with every transition of an
 	// agent's circuit breaker, as [breaker.Options.OnStateChange].
 	OnBreakerChange func(name string, from, to breaker.State)
@@ -232,7 +237,7 @@ func Open(ctx context.Context, opts *Options) (m *Mesh, err error) {
 		}
 	}()
 
-	m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: o.Policy, Logger: log})
+	m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: o.Policy, OnWrite: o.OnRegistryWrite, Logger: log})
 	if err != nil {
 		return nil, err
 	}

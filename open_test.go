@@ -115,6 +115,21 @@ func TestOpenObserve(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 }
 
+func TestOpenRegistryWrite(t *testing.T) {
+	ctx := t.Context()
+	var writes []registry.Write
+	m, err := agentmesh.Open(ctx, &agentmesh.Options{
+		OnRegistryWrite: func(_ context.Context, w registry.Write) { writes = append(writes, w) },
+	})
+	require.NoError(t, err)
+	defer m.Close()
+	_, _, err = m.Registry().Register(ctx, finance)
+	require.NoError(t, err)
+	require.Len(t, writes, 1)
+	assert.True(t, writes[0].Created)
+	assert.Equal(t, "finance", writes[0].Agent.Name)
+}
+
 func TestZeroMesh(t *testing.T) {
 	var m agentmesh.Mesh
 	assert.Nil(t, m.Registry())
