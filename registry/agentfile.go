@@ -251,6 +251,13 @@ var yamlParserErrors = []string{
 
 // addYAMLError records a yaml.v3 syntax error, taking the line out of its
 // text and making it 1-based.
+//
+// The text is all there is to read: yaml.v3 makes a syntax error with
+// fmt.Errorf("yaml: "+format, ...) and exports no type holding its line
+// or message (TypeError is for decoding, not parsing). So the library's
+// "yaml: " prefix comes off the text, and the line out of it; this is
+// about a third-party parser's message, not one of the mesh's errors,
+// which describe themselves (apierr).
 func (d *fileDecoder) addYAMLError(err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1 // yaml.v3 leaves out line 1
