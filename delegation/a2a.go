@@ -1,17 +1,13 @@
 package delegation
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -44,7 +40,7 @@ const (
 type A2AOptions struct {
 	// HTTPClient sends every request to agents. Nil means a client from
 	// netguard with a nil policy, which allows private addresses (the
-	// library default of SPEC 2.3); pass (*netguard.Policy).NewClient to
+	// library default of the endpoint policy); pass (*netguard.Policy).NewClient to
 	// enforce an endpoint policy at dial time. The transport uses a copy
 	// whose Transport is wrapped to observe statuses and cap replies, and
 	// whose CheckRedirect refuses redirects. Its Timeout should be 0: the
@@ -54,7 +50,7 @@ type A2AOptions struct {
 	// MaxResponseBytes caps each HTTP response body read from an agent,
 	// JSON-RPC envelope included, and the result taken from it; a bigger
 	// one fails with response_too_large. ≤ 0 means [MaxResultBytes]
-	// (SPEC 4: 4 MiB).
+	// (4 MiB).
 	MaxResponseBytes int64
 
 	// Propagator writes the trace context of each Send into its requests
@@ -68,7 +64,7 @@ type A2AOptions struct {
 	Logger *slog.Logger
 }
 
-// A2ATransport is the [Transport] for agents with protocol a2a (SPEC 4.3):
+// A2ATransport is the [Transport] for agents with protocol a2a:
 // A2A 1.0 agents reached over the JSON-RPC binding at their endpoint (the
 // URL of the Agent Card's JSON-RPC interface, see [a2acard.ToAgent]).
 //
@@ -112,9 +108,7 @@ type A2AOptions struct {
 // is safe for concurrent use. Create one with [NewA2ATransport]; the zero
 // value refuses every Send.
 type A2ATransport struct {
-	httpClient *http.Client
-	baseRT     http.RoundTripper
-	prop       propagation.TextMapPropagator
+	httpClient *http.Client // the agents' client, through a recorder
 	userAgent  string
 	maxBytes   int64
 	logger     *slog.Logger
@@ -132,10 +126,11 @@ func NewA2ATransport(opts *A2AOptions) *A2ATransport {
 	if maxBytes <= 0 {
 		maxBytes = MaxResultBytes
 	}
+	// The recorder keeps the head of a reply other than 200, which the
+	// SDK drops.
+	rec := &recorder{base: rt, prop: tracing.Propagator(o.Propagator), maxBytes: maxBytes, keepHead: true}
 	return &A2ATransport{
-		httpClient: hc,
-		baseRT:     rt,
-		prop:       tracing.Propagator(o.Propagator),
+		httpClient: agentClient(hc, rec),
 		userAgent:  "agentmesh/" + buildinfo.Version(),
 		maxBytes:   maxBytes,
 		logger:     logger,
@@ -155,10 +150,10 @@ func (t *A2ATransport) Send(ctx context.Context, agent registry.Agent, msg Messa
 	if err != nil {
 		return Reply{}, err
 	}
-	call := t.newCall(agent, params)
 	// The SDK logs through the context's logger, by default slog's global
 	// one; library code must not write there.
 	ctx = a2alog.AttachLogger(ctx, t.logger)
+	ctx, call := t.newCall(ctx, agent, params)
 
 	res, err := call.rpc.SendMessage(ctx, call.params, a2aSendRequest(msg, call.tenant))
 	if err != nil {
@@ -483,35 +478,36 @@ func a2aRawLabel(p *a2a.Part) string {
 }
 
 // a2aCall is the A2A client of one Send: an a2a-go JSON-RPC transport over
-// a copy of the HTTP client whose round tripper watches the exchange.
+// the transport's HTTP client, whose [recorder] reports to the exchange of
+// the Send.
 //
 // Why a2a-go's client and not a JSON-RPC client of our own: it takes our
 // *http.Client (so the endpoint policy applies at dial time) and our
 // headers as ServiceParams, and owns the A2A wire format (method names,
 // the JSON-RPC envelope, the Task/Message union, error codes). What it
 // lacks — it reports HTTP statuses only as text and reads replies without
-// a size limit — the round tripper adds. Its transport is used directly
+// a size limit — the recorder adds. Its transport is used directly
 // rather than through a2aclient.Client, which would add the tenant and
 // service parameters found in the caller's context (those of an A2A
 // request the mesh is serving) to every call.
 type a2aCall struct {
-	rpc    a2aclient.Transport
-	params a2aclient.ServiceParams
-	tenant string
-	rt     *a2aRoundTripper
+	rpc      a2aclient.Transport
+	params   a2aclient.ServiceParams
+	tenant   string
+	ex       *exchange
+	maxBytes int64
 }
 
-// newCall returns the client of one Send to agent.
-func (t *A2ATransport) newCall(agent registry.Agent, params a2aclient.ServiceParams) *a2aCall {
-	rt := &a2aRoundTripper{base: t.baseRT, prop: t.prop, maxBytes: t.maxBytes}
-	hc := *t.httpClient
-	hc.Transport = rt
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &a2aCall{
-		rpc:    a2aclient.NewJSONRPCTransport(agent.Endpoint, &hc),
-		params: params,
-		tenant: agent.Labels[a2acard.LabelTenant],
-		rt:     rt,
+// newCall returns the client of one Send to agent, and the context its
+// requests must be made with.
+func (t *A2ATransport) newCall(ctx context.Context, agent registry.Agent, params a2aclient.ServiceParams) (context.Context, *a2aCall) {
+	ctx, ex := withExchange(ctx)
+	return ctx, &a2aCall{
+		rpc:      a2aclient.NewJSONRPCTransport(agent.Endpoint, t.httpClient),
+		params:   params,
+		tenant:   agent.Labels[a2acard.LabelTenant],
+		ex:       ex,
+		maxBytes: t.maxBytes,
 	}
 }
 
@@ -520,7 +516,7 @@ func (t *A2ATransport) newCall(agent registry.Agent, params a2aclient.ServicePar
 // phrases plus the agent's own words; the SDK's text, which may quote the
 // endpoint URL, stays in Err.
 func (c *a2aCall) classify(ctx context.Context, err error) *TransportError {
-	seen := c.rt.snapshot()
+	seen := c.ex.snapshot()
 	var a2aErr *a2a.Error
 	switch {
 	case seen.rtErr != nil:
@@ -532,9 +528,9 @@ func (c *a2aCall) classify(ctx context.Context, err error) *TransportError {
 			Message: "the request to the agent cannot be built (is the context JSON?)"}
 	case seen.tooLarge:
 		return &TransportError{Code: CodeResponseTooLarge, Status: seen.status,
-			Message: fmt.Sprintf("agent reply is over the limit of %d bytes", c.rt.maxBytes), Err: err}
+			Message: fmt.Sprintf("agent reply is over the limit of %d bytes", c.maxBytes), Err: err}
 	case seen.status != http.StatusOK:
-		return a2aStatusError(seen, err)
+		return statusError(seen.status, seen.retryAfter, headDetail(seen.head), err)
 	case errors.As(err, &a2aErr):
 		msg := strings.TrimSpace(a2aErr.Message)
 		return &TransportError{Code: CodeAgentError, Err: err,
@@ -548,91 +544,3 @@ func (c *a2aCall) classify(ctx context.Context, err error) *TransportError {
 		Message: "the agent's reply is not a valid A2A JSON-RPC response"}
 }
 
-// a2aStatusError is the failure of an HTTP status other than 200, in the
-// words of the http transport; 429, 502, 503 and 504 are retryable.
-func a2aStatusError(seen a2aExchange, err error) *TransportError {
-	te := &TransportError{
-		Code:   CodeAgentError,
-		Status: seen.status,
-		Message: fmt.Sprintf("agent returned %d: %s", seen.status,
-			strings.TrimSpace(strings.ToValidUTF8(string(seen.head), "\uFFFD"))),
-		Err: err,
-	}
-	switch seen.status {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		te.Retryable = true
-		te.RetryAfter = retryAfter(seen.retryAfter, time.Now())
-	}
-	return te
-}
-
-// a2aExchange is what the HTTP layer saw of the last request of a call.
-type a2aExchange struct {
-	sent       bool   // a request was handed to the HTTP transport
-	connected  bool   // it got a connection to the agent
-	rtErr      error  // it failed without a response
-	status     int    // the response status
-	retryAfter string // its Retry-After
-	head       []byte // the first KiB of a response other than 200
-	bodyErr    error  // the body broke while being read
-	tooLarge   bool   // the body went past the cap
-}
-
-// a2aRoundTripper is the HTTP transport of one Send: it adds the trace
-// context of the request's context, records each exchange for classify,
-// keeps the head of a reply other than 200 (the SDK drops it) and caps
-// reply bodies. The requests of a Send are sequential; the lock covers the
-// HTTP transport's own goroutines.
-type a2aRoundTripper struct {
-	base     http.RoundTripper
-	prop     propagation.TextMapPropagator
-	maxBytes int64
-
-	mu   sync.Mutex
-	seen a2aExchange
-}
-
-func (rt *a2aRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	rt.update(func(s *a2aExchange) { *s = a2aExchange{sent: true} })
-	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-		rt.update(func(s *a2aExchange) { s.connected = true })
-	}}
-	out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-	out.Header = tracing.InjectCopy(req.Context(), rt.prop, req.Header)
-	resp, err := rt.base.RoundTrip(out)
-	if err != nil {
-		rt.update(func(s *a2aExchange) { s.rtErr = err })
-		return nil, err
-	}
-	var head []byte
-	if resp.StatusCode != http.StatusOK {
-		head, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // let the connection be reused
-		_ = resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(head))
-	} else {
-		resp.Body = &limitedBody{
-			body: resp.Body, left: rt.maxBytes, tooLarge: errTooLarge,
-			onTooLarge: func() { rt.update(func(s *a2aExchange) { s.tooLarge = true }) },
-			onError:    func(err error) { rt.update(func(s *a2aExchange) { s.bodyErr = err }) },
-		}
-	}
-	rt.update(func(s *a2aExchange) {
-		s.status, s.retryAfter, s.head = resp.StatusCode, resp.Header.Get("Retry-After"), head
-	})
-	return resp, nil
-}
-
-// update changes the recorded exchange under the lock.
-func (rt *a2aRoundTripper) update(f func(*a2aExchange)) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	f(&rt.seen)
-}
-
-// snapshot returns a copy of the recorded exchange.
-func (rt *a2aRoundTripper) snapshot() a2aExchange {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.seen
-}

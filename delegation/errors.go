@@ -2,7 +2,7 @@ package delegation
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/apierr"
@@ -152,22 +152,19 @@ type TransportError struct {
 	Message string
 	// Err is the underlying error, if any. It is not shown to callers.
 	Err error
+
+	// statusShown is set when Message names Status (see statusError).
+	statusShown bool
 }
 
-// Error returns Message, followed by the HTTP status when Message does not
-// already carry it.
+// Error returns Message, followed by " (HTTP <status>)" when there is a
+// Status that Message does not name (Message names it when it comes from
+// the transports' mapping of an HTTP status: "agent returned <status>…").
 func (e *TransportError) Error() string {
-	if e.Status != 0 && !hasStatus(e.Message, e.Status) {
-		return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	if e.Status == 0 || e.statusShown {
+		return e.Message
 	}
-	return e.Message
-}
-
-// hasStatus reports whether msg is the "agent returned <status>: …" text
-// of the http transport.
-func hasStatus(msg string, status int) bool {
-	prefix := fmt.Sprintf("agent returned %d", status)
-	return len(msg) >= len(prefix) && msg[:len(prefix)] == prefix
+	return e.Message + " (HTTP " + strconv.Itoa(e.Status) + ")"
 }
 
 // Describe returns Code and Message: a TransportError describes itself

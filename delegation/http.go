@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
-	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -33,7 +30,7 @@ const maxErrorBody = 1 << 10
 const maxRetryAfter = time.Hour
 
 // HTTPTransport is the [Transport] of protocol http: the agentkit-mesh
-// POST /task contract of SPEC 4.1.
+// POST /task contract.
 //
 // It POSTs {delegationId, task, context, callbackUrl?} as JSON to the
 // agent's endpoint (callbackUrl when the message has one, as a [Client]
@@ -63,7 +60,6 @@ const maxRetryAfter = time.Hour
 type HTTPTransport struct {
 	client    *http.Client
 	userAgent string
-	prop      propagation.TextMapPropagator
 }
 
 // NewHTTPTransport returns the http transport over client, which should
@@ -77,12 +73,11 @@ func NewHTTPTransport(client *http.Client) *HTTPTransport {
 // newHTTPTransport is NewHTTPTransport with the propagator of the trace
 // context (nil means the global one).
 func newHTTPTransport(client *http.Client, prop propagation.TextMapPropagator) *HTTPTransport {
-	if client == nil {
-		client = (*netguard.Policy)(nil).NewClient(nil)
+	hc, rt, _ := transportDefaults(client, nil)
+	return &HTTPTransport{
+		client:    agentClient(hc, &recorder{base: rt, prop: tracing.Propagator(prop)}),
+		userAgent: "agentmesh/" + buildinfo.Version(),
 	}
-	cp := *client
-	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &HTTPTransport{client: &cp, userAgent: "agentmesh/" + buildinfo.Version(), prop: tracing.Propagator(prop)}
 }
 
 // taskBody is the request body of POST /task.
@@ -107,9 +102,8 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 		return Reply{}, &TransportError{Code: apierr.CodeInvalidArgument, Message: "the task does not encode as JSON", Err: err}
 	}
 
-	var connected atomic.Bool
-	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	reqCtx, ex := withExchange(ctx)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, a.Endpoint, bytes.NewReader(body))
 	if err != nil {
 		return Reply{}, &TransportError{Code: CodeAgentUnreachable, Message: "invalid agent endpoint", Err: err}
 	}
@@ -117,7 +111,6 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Mesh-Delegation-Id"] = []string{msg.DelegationID}
 	h["User-Agent"] = []string{t.userAgent}
-	tracing.Inject(ctx, t.prop, h)
 	if auth := a.Auth; auth != nil && auth.Token != "" {
 		switch auth.Type {
 		case registry.AuthBearer:
@@ -131,7 +124,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return Reply{}, requestError(ctx, err, connected.Load())
+		return Reply{}, requestError(ctx, err, ex.snapshot().connected)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
@@ -145,19 +138,8 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // let the connection be reused
 		return Reply{Accepted: true}, nil
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-	te := &TransportError{
-		Code:    CodeAgentError,
-		Status:  resp.StatusCode,
-		Message: fmt.Sprintf("agent returned %d: %s", resp.StatusCode, strings.TrimSpace(strings.ToValidUTF8(string(head), "\uFFFD"))),
-	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		te.Retryable = true
-		te.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	return Reply{}, te
+	head := readHead(resp.Body)
+	return Reply{}, statusError(resp.StatusCode, resp.Header.Get("Retry-After"), headDetail(head), nil)
 }
 
 // errTooLarge is the error of readBody for a body over its limit.
@@ -201,14 +183,10 @@ func bodyError(ctx context.Context, err error) *TransportError {
 // connection to the agent was obtained: before that, the request certainly
 // did not reach the agent's handler and may be retried.
 func requestError(ctx context.Context, err error, connected bool) *TransportError {
-	var refused *netguard.RefusedError
+	if te := refusalError(err, nil); te != nil {
+		return te
+	}
 	switch {
-	case errors.As(err, &refused):
-		return &TransportError{Code: CodeEndpointNotAllowed,
-			Message: "agent endpoint refused by the endpoint policy: " + strings.TrimPrefix(refused.Error(), "netguard: endpoint not allowed: "),
-			Err:     err}
-	case errors.Is(err, netguard.ErrNotAllowed):
-		return &TransportError{Code: CodeEndpointNotAllowed, Message: "agent endpoint refused by the endpoint policy", Err: err}
 	case ctx.Err() != nil:
 		return &TransportError{Code: CodeTimeout, Message: "no reply before the deadline", Err: err}
 	case !connected:
@@ -252,7 +230,7 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// decodeResult interprets the body of a 200 reply (SPEC 4.1): the value of
+// decodeResult interprets the body of a 200 reply of POST /task: the value of
 // its "result" key if it is a JSON object with one, else the whole JSON
 // value, else (not JSON) the body as a JSON string.
 func decodeResult(body []byte) json.RawMessage {

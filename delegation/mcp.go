@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
-	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -36,7 +34,7 @@ const (
 )
 
 const (
-	// mcpToolName is the agent tool of SPEC 4.2.
+	// mcpToolName is the tool an MCP agent must offer.
 	mcpToolName = "handle_message"
 	// mcpTextLimit caps the agent text quoted in a TransportError.Message.
 	mcpTextLimit = 1 << 10
@@ -47,7 +45,7 @@ const (
 type MCPOptions struct {
 	// HTTPClient sends every request to agents. Nil means a client from
 	// netguard with a nil policy, which allows private addresses (the
-	// library default of SPEC 2.3); pass (*netguard.Policy).NewClient to
+	// library default of the endpoint policy); pass (*netguard.Policy).NewClient to
 	// enforce an endpoint policy at dial time. The transport uses a copy
 	// whose Transport is wrapped to add the agent's auth header, the
 	// User-Agent and the reply cap, and whose CheckRedirect refuses
@@ -56,7 +54,7 @@ type MCPOptions struct {
 
 	// MaxResponseBytes caps each HTTP response body read from an agent,
 	// JSON-RPC envelope included; a bigger reply fails with
-	// response_too_large. ≤ 0 means [MaxResultBytes] (SPEC 4: 4 MiB).
+	// response_too_large. ≤ 0 means [MaxResultBytes] (4 MiB).
 	MaxResponseBytes int64
 
 	// ConnectTimeout bounds opening a session with an agent. The session
@@ -92,7 +90,7 @@ type MCPOptions struct {
 	Logger *slog.Logger
 }
 
-// MCPTransport is the [Transport] for agents with protocol mcp (SPEC 4.2):
+// MCPTransport is the [Transport] for agents with protocol mcp:
 // it calls the agent's handle_message tool over MCP Streamable HTTP with the
 // official Go SDK.
 //
@@ -241,8 +239,8 @@ func (t *MCPTransport) Send(ctx context.Context, agent registry.Agent, msg Messa
 // call sends one handle_message call on c's session. stale reports that the
 // session was gone before the request reached the agent's handler.
 func (t *MCPTransport) call(ctx context.Context, c *mcpConn, args json.RawMessage) (reply Reply, stale bool, err error) {
-	ex := new(mcpExchange)
-	callCtx, done := t.startCall(context.WithValue(ctx, mcpExchangeKey{}, ex))
+	exCtx, ex := withExchange(ctx)
+	callCtx, done := t.startCall(exCtx)
 	res, err := c.session.CallTool(callCtx, &mcp.CallToolParams{
 		Name:      mcpToolName,
 		Arguments: args,
@@ -444,7 +442,7 @@ func (t *MCPTransport) connectLocked(ctx context.Context, name string, key mcpKe
 func (t *MCPTransport) connect(ctx context.Context, c *mcpConn) {
 	defer t.wg.Done()
 	defer c.cancel()
-	ex := new(mcpExchange)
+	exCtx, ex := withExchange(ctx)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   c.key.endpoint,
 		HTTPClient: t.agentClient(c.key),
@@ -455,7 +453,7 @@ func (t *MCPTransport) connect(ctx context.Context, c *mcpConn) {
 		// messages outside a call.
 		DisableStandaloneSSE: true,
 	}
-	session, err := t.client.Connect(context.WithValue(ctx, mcpExchangeKey{}, ex), transport, t.sessionOpts)
+	session, err := t.client.Connect(exCtx, transport, t.sessionOpts)
 	var terr *TransportError
 	if err != nil {
 		terr, _ = t.classify(ctx.Err(), err, ex)
@@ -533,124 +531,17 @@ func (t *MCPTransport) isClosed() bool {
 }
 
 // agentClient returns the HTTP client of one session: a copy of the
-// configured client whose transport adds the agent's auth header, the
+// configured client whose [recorder] adds the agent's auth header, the
 // User-Agent and the trace context of the request's context, caps reply
-// bodies and reports what it saw to the call's
-// [mcpExchange], and which never follows redirects (SPEC 4).
+// bodies and reports what it saw to the call's [exchange], and which never
+// follows redirects.
 func (t *MCPTransport) agentClient(key mcpKey) *http.Client {
-	hc := *t.httpClient
-	hc.Transport = &mcpRoundTripper{
-		base:        t.baseRT,
-		prop:        t.prop,
-		headerName:  key.headerName,
-		headerValue: key.headerValue,
-		userAgent:   t.userAgent,
-		maxBytes:    t.maxBytes,
+	header := http.Header{}
+	header.Set("User-Agent", t.userAgent)
+	if key.headerName != "" {
+		header.Set(key.headerName, key.headerValue)
 	}
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &hc
-}
-
-// mcpRoundTripper is the HTTP transport of one agent's session.
-type mcpRoundTripper struct {
-	base        http.RoundTripper
-	prop        propagation.TextMapPropagator
-	headerName  string // auth header, "" for none
-	headerValue string
-	userAgent   string
-	maxBytes    int64
-}
-
-func (rt *mcpRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	ex, _ := req.Context().Value(mcpExchangeKey{}).(*mcpExchange)
-	req = req.Clone(req.Context()) // a RoundTripper must not modify its request
-	req.Header.Set("User-Agent", rt.userAgent)
-	if rt.headerName != "" {
-		req.Header.Set(rt.headerName, rt.headerValue)
-	}
-	// Every request of a call (the POST, and any GET resuming its stream)
-	// is made with the call's context, so it carries the attempt's span.
-	tracing.Inject(req.Context(), rt.prop, req.Header)
-	resp, err := rt.base.RoundTrip(req)
-	if err != nil {
-		ex.noteError(err)
-		return nil, err
-	}
-	ex.noteResponse(resp, req.Header.Get("Mcp-Session-Id") != "")
-	resp.Body = &limitedBody{
-		body: resp.Body, left: rt.maxBytes, tooLarge: errMCPResponseTooLarge,
-		onTooLarge: ex.noteTooLarge, onError: ex.noteBodyError,
-	}
-	return resp, nil
-}
-
-// errMCPResponseTooLarge ends the read of a reply body past the cap. The
-// SDK does not keep it in the error chain, so the cap is also reported to
-// the call's mcpExchange.
-var errMCPResponseTooLarge = errors.New("delegation: mcp reply exceeds the size limit")
-
-// mcpExchangeKey is the context key of a call's *mcpExchange.
-type mcpExchangeKey struct{}
-
-// mcpExchange records what the HTTP layer saw during one call or handshake.
-// The SDK flattens many transport errors to text (HTTP statuses, body read
-// failures); the round tripper reports them here, through the request's
-// context, so that errors can be classified without matching strings. A
-// nil *mcpExchange ignores everything.
-type mcpExchange struct {
-	mu         sync.Mutex
-	status     int    // status of the last response, 0 if the last request failed
-	retryAfter string // its Retry-After
-	inSession  bool   // its request carried an Mcp-Session-Id
-	rtErr      error  // error of the last request that got no response
-	bodyErr    error  // a reply body that broke while being read
-	tooLarge   bool   // a reply body went past the cap
-}
-
-func (ex *mcpExchange) noteResponse(resp *http.Response, inSession bool) {
-	if ex == nil {
-		return
-	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.status, ex.retryAfter, ex.inSession, ex.rtErr = resp.StatusCode, resp.Header.Get("Retry-After"), inSession, nil
-}
-
-func (ex *mcpExchange) noteError(err error) {
-	if ex == nil {
-		return
-	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.status, ex.retryAfter, ex.inSession, ex.rtErr = 0, "", false, err
-}
-
-func (ex *mcpExchange) noteBodyError(err error) {
-	if ex == nil {
-		return
-	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.bodyErr = err
-}
-
-func (ex *mcpExchange) noteTooLarge() {
-	if ex == nil {
-		return
-	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	ex.tooLarge = true
-}
-
-// snapshot returns a copy of what ex recorded.
-func (ex *mcpExchange) snapshot() mcpExchange {
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
-	return mcpExchange{
-		status: ex.status, retryAfter: ex.retryAfter, inSession: ex.inSession,
-		rtErr: ex.rtErr, bodyErr: ex.bodyErr, tooLarge: ex.tooLarge,
-	}
+	return agentClient(t.httpClient, &recorder{base: t.baseRT, prop: t.prop, header: header, maxBytes: t.maxBytes})
 }
 
 // classify turns a failed handshake or call into a *TransportError. ctxErr
@@ -661,7 +552,7 @@ func (ex *mcpExchange) snapshot() mcpExchange {
 //
 // Messages are fixed phrases plus the agent's own words; the SDK's text,
 // which may quote the endpoint URL, stays in Err.
-func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *TransportError, notSent bool) {
+func (t *MCPTransport) classify(ctxErr, err error, ex *exchange) (terr *TransportError, notSent bool) {
 	seen := ex.snapshot()
 	switch {
 	case ctxErr != nil && t.isClosed():
@@ -671,17 +562,8 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 	case t.isClosed():
 		return mcpClosedError(), false
 	}
-	var refused *netguard.RefusedError
-	if errors.As(err, &refused) || errors.As(seen.rtErr, &refused) {
-		// The refusal names the host and the rule, never the URL.
-		return &TransportError{
-			Code:    CodeEndpointNotAllowed,
-			Message: "agent endpoint refused by the endpoint policy: " + strings.TrimPrefix(refused.Error(), "netguard: endpoint not allowed: "),
-			Err:     err,
-		}, false
-	}
-	if errors.Is(err, netguard.ErrNotAllowed) || errors.Is(seen.rtErr, netguard.ErrNotAllowed) {
-		return &TransportError{Code: CodeEndpointNotAllowed, Message: "agent endpoint refused by the endpoint policy", Err: err}, false
+	if terr := refusalError(err, seen.rtErr); terr != nil {
+		return terr, false
 	}
 	if seen.tooLarge {
 		return &TransportError{
@@ -705,21 +587,14 @@ func (t *MCPTransport) classify(ctxErr, err error, ex *mcpExchange) (terr *Trans
 	}
 	wire := mcpAgentWireError(err)
 	if s := seen.status; s != 0 && (s < 200 || s > 299) {
-		terr := &TransportError{Code: CodeAgentError, Status: s, Err: err}
-		switch s {
-		case http.StatusTooManyRequests, http.StatusBadGateway,
-			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			terr.Retryable = true
-			terr.RetryAfter = retryAfter(seen.retryAfter, time.Now())
-		}
-		terr.Message = "agent returned " + strconv.Itoa(s) + " " + http.StatusText(s)
+		detail := " " + http.StatusText(s)
 		if s >= 300 && s < 400 {
-			terr.Message += " (redirects are not followed)"
+			detail += " (redirects are not followed)"
 		}
 		if wire != nil {
-			terr.Message += ": " + truncateText(wire.Message, mcpTextLimit)
+			detail += ": " + truncateText(wire.Message, mcpTextLimit)
 		}
-		return terr, false
+		return statusError(s, seen.retryAfter, detail, err), false
 	}
 	if seen.rtErr != nil {
 		if mcpDialFailed(seen.rtErr) {
@@ -822,7 +697,7 @@ func mcpDone(ch <-chan struct{}) bool {
 	}
 }
 
-// mcpHandleMessageArgs are the arguments of handle_message (SPEC 4.2). Every
+// mcpHandleMessageArgs are the arguments of handle_message. Every
 // key is always sent: the seed's agents validate the full ContextPacket, with
 // entities and workflow_state defaulting to {} and turn_history to [].
 type mcpHandleMessageArgs struct {
@@ -874,7 +749,7 @@ func mcpArguments(msg Message) mcpHandleMessageArgs {
 }
 
 // parseAgentReply reads the AgentResponse out of a handle_message result,
-// in the order of SPEC 4.2: structuredContent, then each text content. The
+// in this order: structuredContent, then each text content. The
 // first candidate that is an AgentResponse wins:
 //
 //   - a JSON object is one when its "content" is a string with a non-blank

@@ -3,7 +3,6 @@ package delegation
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -56,7 +55,7 @@ type Message struct {
 }
 
 // Turn is the conversational context a routed request carries to an MCP
-// agent's handle_message tool (SPEC 4.2). Plain delegations leave it nil
+// agent's handle_message tool. Plain delegations leave it nil
 // and the transport sends empty session fields.
 type Turn struct {
 	SessionID        string         `json:"session_id"`
@@ -110,39 +109,3 @@ func transportDefaults(hc *http.Client, logger *slog.Logger) (*http.Client, http
 	}
 	return hc, rt, logger
 }
-
-// limitedBody is a response body that fails with tooLarge once more than
-// left bytes have been read, like http.MaxBytesReader, and tells the
-// transport how reading ended: onTooLarge when the limit was passed,
-// onError for any other read error (both may be nil).
-type limitedBody struct {
-	body       io.ReadCloser
-	left       int64
-	tooLarge   error
-	onTooLarge func()
-	onError    func(error)
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, b.tooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.body.Read(p)
-	if int64(n) > b.left {
-		n, b.left = int(b.left), -1
-		if b.onTooLarge != nil {
-			b.onTooLarge()
-		}
-		return n, b.tooLarge
-	}
-	b.left -= int64(n)
-	if err != nil && err != io.EOF && b.onError != nil {
-		b.onError(err)
-	}
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.body.Close() }

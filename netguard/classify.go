@@ -34,9 +34,6 @@ const (
 	ruleCGNAT       = "shared address space (CGNAT 100.64.0.0/10)"
 	ruleULA         = "unique local address (fc00::/7)"
 	ruleSiteLocal   = "site-local address (deprecated fec0::/10)"
-
-	// hintPrivate is appended to the rule of a private refusal.
-	hintPrivate = "; set --allow-private-endpoints to allow"
 )
 
 // class is how the policy treats an address or a host name.
@@ -63,7 +60,7 @@ type verdict struct {
 	judged netip.Addr
 }
 
-// classifyAddr classifies ip by the address rules of SPEC 2.3.
+// classifyAddr classifies ip by the address rules of the endpoint policy.
 func classifyAddr(ip netip.Addr) verdict {
 	switch {
 	case !ip.IsValid():

@@ -1,7 +1,7 @@
 // Package netguard keeps the mesh from being turned into a proxy into
 // private networks (server-side request forgery). It implements the
-// endpoint policy of SPEC 2.3 and the HTTP client every outbound call of
-// the mesh goes through.
+// mesh's endpoint policy and the HTTP client every outbound call of the
+// mesh goes through.
 //
 // A [Policy] is built from [Options] by [NewPolicy]. It is applied twice:
 //
@@ -77,8 +77,9 @@
 //
 // # Errors
 //
-// Every refusal is a *[RefusedError] whose Rule names the rule in words,
-// and which wraps [ErrNotAllowed]; match it with [errors.Is] or read it
+// Every refusal is a *[RefusedError] whose Rule names the rule in words
+// (followed by [Options.Hint] when allowing private endpoints would lift
+// it), and which wraps [ErrNotAllowed]; match it with [errors.Is] or read it
 // with [errors.As]. Refusals at dial time reach the caller of
 // [http.Client.Do] wrapped in *url.Error (and *net.OpError for the socket
 // check), so errors.Is(err, ErrNotAllowed) tells them apart from network

@@ -26,8 +26,9 @@ var (
 // it is returned, so it may be shared between goroutines.
 type RefusedError struct {
 	// Rule says which rule refused the endpoint, in words a user can act
-	// on, e.g. "link-local address (cloud metadata)" or "loopback address;
-	// set --allow-private-endpoints to allow". It is never empty.
+	// on, e.g. "link-local address (cloud metadata)" or "loopback address",
+	// followed for a private endpoint by "; " and the policy's
+	// [Options.Hint], when it has one. It is never empty.
 	Rule string
 	// Host is the host name or IP literal that was refused, as written in
 	// the URL or dial address. It is empty when the refusal concerns the
@@ -40,19 +41,26 @@ type RefusedError struct {
 	Addr netip.Addr
 }
 
-// Error returns "netguard: endpoint not allowed: " followed by the host and
-// address when known, and the rule.
+// Error returns "netguard: endpoint not allowed: " followed by the
+// [RefusedError.Reason].
 func (e *RefusedError) Error() string {
-	msg := "netguard: endpoint not allowed: "
+	return "netguard: endpoint not allowed: " + e.Reason()
+}
+
+// Reason returns what was refused and why, for a caller to report in its
+// own words: the host and address when known, then the rule, e.g.
+// "agent.example (10.0.0.1): private address (RFC 1918)". Like Error, it
+// never repeats the URL.
+func (e *RefusedError) Reason() string {
 	switch {
 	case e.Host != "" && e.Addr.IsValid() && e.Addr.String() != e.Host:
-		msg += e.Host + " (" + e.Addr.String() + "): "
+		return e.Host + " (" + e.Addr.String() + "): " + e.Rule
 	case e.Host != "":
-		msg += e.Host + ": "
+		return e.Host + ": " + e.Rule
 	case e.Addr.IsValid():
-		msg += e.Addr.String() + ": "
+		return e.Addr.String() + ": " + e.Rule
 	}
-	return msg + e.Rule
+	return e.Rule
 }
 
 // Unwrap returns [ErrNotAllowed].

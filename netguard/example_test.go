@@ -11,8 +11,9 @@ import (
 )
 
 func ExamplePolicy_CheckURL() {
-	// The policy of `agentmesh serve`: private endpoints are refused.
-	policy, err := netguard.NewPolicy(netguard.Options{})
+	// The policy of `agentmesh serve`: private endpoints are refused, and
+	// the refusal says how to allow them.
+	policy, err := netguard.NewPolicy(netguard.Options{Hint: "set --allow-private-endpoints to allow"})
 	if err != nil {
 		panic(err)
 	}
@@ -56,6 +57,7 @@ func ExamplePolicy_CheckURL_nilPolicy() {
 func ExampleNewPolicy() {
 	policy, err := netguard.NewPolicy(netguard.Options{
 		AllowHosts: []string{"agents.corp.example", "*.svc.corp.example", "10.1.0.0/16"},
+		Hint:       "set --allow-private-endpoints to allow",
 	})
 	if err != nil {
 		panic(err)

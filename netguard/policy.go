@@ -35,9 +35,17 @@ type Options struct {
 	// names. Surrounding spaces are trimmed; any other malformed entry makes
 	// [NewPolicy] fail. Nil or empty (the zero value) allow-lists nothing.
 	AllowHosts []string
+
+	// Hint tells a user how to allow a private endpoint, in the words of
+	// whoever builds the policy (a command-line flag, a setting), e.g.
+	// "set --allow-private-endpoints to allow". It is appended, after
+	// "; ", to the rule of every refusal of a private address or name:
+	// those AllowPrivate or AllowHosts would lift. Empty (the zero value)
+	// appends nothing.
+	Hint string
 }
 
-// Policy is the endpoint policy of SPEC 2.3: which endpoints the mesh may
+// Policy is the endpoint policy: which endpoints the mesh may
 // make outbound requests to. Check a URL at registration with
 // [Policy.CheckURL]; make the requests with a client from
 // [Policy.NewClient], which checks every address it connects to.
@@ -48,6 +56,8 @@ type Options struct {
 // addresses and allow-lists nothing, like NewPolicy(Options{}).
 type Policy struct {
 	allowPrivate bool
+	// hint is appended, after "; ", to the rule of a private refusal.
+	hint string
 	// names holds exact allow-listed names, lower case, no trailing dot.
 	names map[string]struct{}
 	// suffixes holds the ".suffix" of each "*.suffix" entry.
@@ -60,7 +70,7 @@ type Policy struct {
 // [ErrInvalidAllowHost] that names every malformed AllowHosts entry. The
 // Policy keeps no reference to opts.
 func NewPolicy(opts Options) (*Policy, error) {
-	p := &Policy{allowPrivate: opts.AllowPrivate}
+	p := &Policy{allowPrivate: opts.AllowPrivate, hint: opts.Hint}
 	var errs []error
 	for _, entry := range opts.AllowHosts {
 		if err := p.addAllowHost(entry); err != nil {
@@ -200,7 +210,7 @@ func (p *Policy) checkHost(hostname string) (host, error) {
 	switch {
 	case v.class == classRefused,
 		v.class == classPrivate && !p.allowsPrivate() && !p.nameAllowed(h.name):
-		return host{}, refusal(v, hostname, netip.Addr{})
+		return host{}, p.refusal(v, hostname, netip.Addr{})
 	}
 	return h, nil
 }
@@ -219,14 +229,15 @@ func (p *Policy) checkAddr(hostname string, ip netip.Addr, nameAllowed bool) err
 			return nil
 		}
 	}
-	return refusal(v, hostname, ip)
+	return p.refusal(v, hostname, ip)
 }
 
-// refusal builds the error for a verdict that refuses.
-func refusal(v verdict, hostname string, ip netip.Addr) *RefusedError {
+// refusal builds the error for a verdict that refuses: a private one
+// carries the policy's hint.
+func (p *Policy) refusal(v verdict, hostname string, ip netip.Addr) *RefusedError {
 	rule := v.rule
-	if v.class == classPrivate {
-		rule += hintPrivate
+	if v.class == classPrivate && p != nil && p.hint != "" {
+		rule += "; " + p.hint
 	}
 	return &RefusedError{Rule: rule, Host: hostname, Addr: ip}
 }

@@ -64,13 +64,13 @@ const (
 	multicast   = "multicast address"
 	broadcast   = "broadcast address"
 	reserved    = "reserved address"
-	loopback    = "loopback address; set --allow-private-endpoints to allow"
+	loopback    = "loopback address"
 	localName   = "loopback host name"
 	rfc1918     = "private address (RFC 1918)"
 	cgnat       = "CGNAT"
 	ula         = "unique local address"
 	siteLocal   = "site-local"
-	privateHint = "set --allow-private-endpoints to allow"
+	privateHint = "set --allow-private-endpoints to allow" // the Hint of the tests
 	mapped      = "IPv4-mapped"
 	compatible  = "IPv4-compatible"
 	translated  = "IPv4-translated"
@@ -281,15 +281,25 @@ func TestCheckURLMatrix(t *testing.T) {
 	}
 }
 
-func TestCheckURLPrivateRuleNamesFlag(t *testing.T) {
+// The Hint of the policy follows the rule of every private refusal, and
+// only of those; without one, the rule is alone.
+func TestCheckURLPrivateRuleHint(t *testing.T) {
+	hinted := mustPolicy(t, netguard.Options{Hint: privateHint})
 	strict := mustPolicy(t, netguard.Options{})
 	for _, c := range urlMatrix {
-		if c.strict == "" || c.permissive != "" {
+		if c.strict == "" {
 			continue
 		}
 		var re *netguard.RefusedError
-		if err := strict.CheckURL(c.url); !errors.As(err, &re) || !strings.HasSuffix(re.Rule, privateHint) {
-			t.Errorf("CheckURL(%q) = %v, want a rule ending in %q", c.url, err, privateHint)
+		err := hinted.CheckURL(c.url)
+		if !errors.As(err, &re) {
+			t.Fatalf("CheckURL(%q) = %v, want a refusal", c.url, err)
+		}
+		if private := c.permissive == ""; private != strings.HasSuffix(re.Rule, "; "+privateHint) {
+			t.Errorf("CheckURL(%q) = %v, want the hint only on a private refusal", c.url, err)
+		}
+		if err := strict.CheckURL(c.url); !errors.As(err, &re) || strings.Contains(re.Rule, privateHint) {
+			t.Errorf("CheckURL(%q) without a Hint = %v, want no hint", c.url, err)
 		}
 	}
 }
@@ -585,6 +595,9 @@ func TestRefusedError(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+		if got, want := tt.err.Reason(), strings.TrimPrefix(tt.want, "netguard: endpoint not allowed: "); got != want {
+			t.Errorf("Reason() = %q, want %q", got, want)
 		}
 		if !errors.Is(tt.err, netguard.ErrNotAllowed) {
 			t.Errorf("%v does not match ErrNotAllowed", tt.err)
