@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/internal/retryafter"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
@@ -326,23 +327,8 @@ func statusText(status int) string {
 // maxRetryAfter caps a parsed Retry-After.
 const maxRetryAfter = 24 * time.Hour
 
-// retryAfter parses a Retry-After header: delay-seconds or an HTTP date
-// (measured from now), capped at maxRetryAfter. Anything else, or a
-// time in the past, is 0.
+// retryAfter parses a Retry-After header (measured from now), capped at
+// maxRetryAfter; see [retryafter.Parse].
 func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	switch {
-	case err == nil && n <= uint64(maxRetryAfter/time.Second):
-		return time.Duration(n) * time.Second
-	case err == nil, errors.Is(err, strconv.ErrRange) && strings.Trim(v, "0123456789") == "":
-		return maxRetryAfter
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now), maxRetryAfter)
-	}
-	return 0
+	return retryafter.Parse(v, now, maxRetryAfter)
 }

@@ -543,4 +543,3 @@ func (c *a2aCall) classify(ctx context.Context, err error) *TransportError {
 	return &TransportError{Code: CodeBadResponse, Err: err,
 		Message: "the agent's reply is not a valid A2A JSON-RPC response"}
 }
-

@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentmesh/agentmesh/internal/retryafter"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
 )
@@ -213,7 +214,7 @@ func statusError(status int, retryAfterHeader, detail string, err error) *Transp
 	switch status {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		te.Retryable = true
-		te.RetryAfter = retryAfter(retryAfterHeader, time.Now())
+		te.RetryAfter = retryafter.Parse(retryAfterHeader, time.Now(), maxRetryAfter)
 	}
 	return te
 }

@@ -3,6 +3,8 @@ package delegation
 import (
 	"context"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/retryafter"
 )
 
 // NewWithSeams is New with a test clock (nil: time.Now) and sleep between
@@ -16,6 +18,6 @@ func NewWithSeams(ctx context.Context, dir Directory, store Store, opts *Options
 var (
 	DecodeResult  = decodeResult
 	DecodeOutcome = decodeOutcome
-	RetryAfter    = retryAfter
+	RetryAfter    = func(v string, now time.Time) time.Duration { return retryafter.Parse(v, now, maxRetryAfter) }
 	Jitter        = jitter
 )

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -208,26 +207,6 @@ func cause(err error) string {
 		return ue.Err.Error()
 	}
 	return err.Error()
-}
-
-// retryAfter parses a Retry-After header (delay-seconds or an HTTP date)
-// at now. It returns 0 when the header is absent or malformed.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-		if n < 0 {
-			return 0
-		}
-		return min(time.Duration(n)*time.Second, maxRetryAfter)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return min(d, maxRetryAfter)
-		}
-	}
-	return 0
 }
 
 // decodeResult interprets the body of a 200 reply of POST /task: the value of

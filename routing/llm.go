@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/retryafter"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -590,20 +591,8 @@ func llmErrorCode(body []byte) string {
 // further.
 const maxLLMRetryAfter = time.Hour
 
-// llmRetryAfter parses a Retry-After header (delay-seconds or an HTTP
-// date) at now. It returns 0 when the header is absent or malformed.
+// llmRetryAfter parses a Retry-After header at now, capped at
+// maxLLMRetryAfter; see [retryafter.Parse].
 func llmRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return min(time.Duration(n)*time.Second, maxLLMRetryAfter)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return min(d, maxLLMRetryAfter)
-		}
-	}
-	return 0
+	return retryafter.Parse(v, now, maxLLMRetryAfter)
 }
