@@ -217,6 +217,10 @@ func (c *Client) CallbackHandler(trusted func(r *http.Request) bool) http.Handle
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 			return
 		}
+		if c.inert() {
+			writeCallbackError(w, ErrClosed)
+			return
+		}
 		id := r.PathValue("id")
 		if id == "" {
 			id = idFromPath(r.URL.Path)

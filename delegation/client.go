@@ -23,7 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
-// Limits and defaults of SPEC section 4.
+// Limits and defaults of delegations.
 const (
 	// DefaultMaxDepth is the depth limit when Options.MaxDepth is 0: a
 	// request whose context.depth is 5 or more is refused.
@@ -84,9 +84,9 @@ type Options struct {
 	// refused with [ErrInvalid]; delegating by name still works.
 	Discovery Searcher
 
-	// Breakers holds the per-agent circuit breakers (SPEC 5.5) that wrap
+	// Breakers holds the per-agent circuit breakers that wrap
 	// every delegation. Pass the Set the router uses so both see the same
-	// breakers. Nil means a Set of its own with the SPEC defaults and no
+	// breakers. Nil means a Set of its own with the breaker defaults and no
 	// persistence.
 	Breakers *breaker.Set
 
@@ -160,8 +160,8 @@ type Options struct {
 	// change, and must be quick and safe for concurrent use.
 	OnRecord func(Record)
 
-	// TracerProvider creates the spans of delegations (SPEC 11): one per
-	// Delegate call ("delegation.delegate") and, under it, one per attempt
+	// TracerProvider creates the spans of delegations: one per Delegate
+	// call ("delegation.delegate") and, under it, one per attempt
 	// to reach the agent ("delegation.attempt", a client span), with the
 	// agent's name and protocol, the delegation id, the attempt number and
 	// the outcome's status and code — never the task's text or a token.
@@ -184,16 +184,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Client delegates tasks to agents (SPEC section 4): it resolves the target
-// by name or by discovery, enforces the limits, sends the task over the
-// agent's protocol with retries inside its circuit breaker, keeps a record
-// of every delegation, and receives the callbacks of async ones.
+// Client delegates tasks to agents: it resolves the target by name or by
+// discovery, enforces the limits, sends the task over the agent's protocol
+// with retries inside its circuit breaker, keeps a record of every
+// delegation, and receives the callbacks of async ones.
 //
 // A Client starts two goroutines (the group committer of records and the
 // maintainer that times out accepted delegations and prunes old records);
 // [Client.Shutdown] or [Client.Close] stops them. A Client is safe for
-// concurrent use by multiple goroutines. Use [New]; the zero Client is not
-// usable.
+// concurrent use by multiple goroutines. Use [New]. The zero Client (and a
+// nil *Client) is inert, as one that was shut down: its methods return
+// [ErrClosed] and do nothing else.
 type Client struct {
 	dir         Directory
 	store       Store
@@ -440,9 +441,15 @@ func (c *Client) agent(name string) (registry.Agent, bool) {
 	return a, ok
 }
 
+// inert reports whether c is nil or a zero Client, not made by New.
+func (c *Client) inert() bool { return c == nil || c.stopped == nil }
+
 // enter registers a call that must finish before Shutdown returns. It
-// reports false once Shutdown has started.
+// reports false once Shutdown has started, and for an inert client.
 func (c *Client) enter() bool {
+	if c.inert() {
+		return false
+	}
 	c.lifeMu.RLock()
 	defer c.lifeMu.RUnlock()
 	if c.closing {
@@ -465,7 +472,11 @@ func (c *Client) leave() { c.ops.Done() }
 //
 // Shutdown is idempotent and safe for concurrent use; a second call waits
 // for the first to finish. It closes neither the store nor the registry.
+// On an inert (zero) Client it returns nil.
 func (c *Client) Shutdown(ctx context.Context) error {
+	if c.inert() {
+		return nil
+	}
 	c.lifeMu.Lock()
 	if c.closing {
 		c.lifeMu.Unlock()
@@ -543,6 +554,9 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	if c.inert() {
+		return Record{}, ErrClosed
+	}
 	c.liveMu.Lock()
 	f := c.live[id]
 	var rec Record
@@ -568,8 +582,11 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 	return rec.Public(), nil
 }
 
-// isStopped reports whether Shutdown has finished.
+// isStopped reports whether Shutdown has finished, or c is inert.
 func (c *Client) isStopped() bool {
+	if c.inert() {
+		return true
+	}
 	select {
 	case <-c.stopped:
 		return true
@@ -578,7 +595,7 @@ func (c *Client) isStopped() bool {
 	}
 }
 
-// List returns records newest first, filtered and paged by f (SPEC 4.4),
+// List returns records newest first, filtered and paged by f,
 // without their secret hashes.
 // It first waits for the records already queued for the group commit, so
 // a delegation that has returned is listed with its final status. A filter with an unknown status, a
@@ -624,6 +641,9 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]Record, error) {
 // GET /v1/delegations/{id}?wait=). Errors: one wrapping [ErrNotFound],
 // [ErrClosed], or the store's.
 func (c *Client) Wait(ctx context.Context, id string) (Record, error) {
+	if c.inert() {
+		return Record{}, ErrClosed
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {

@@ -99,6 +99,9 @@ func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err err
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	if c.inert() {
+		return Record{}, ErrClosed
+	}
 	ctx, span := c.startDelegate(ctx, &req)
 	defer func() { endDelegate(span, &rec, err) }()
 	if !c.enter() {

@@ -1,8 +1,8 @@
-// Package delegation hands tasks to agents: SPEC section 4. A [Client]
-// resolves the target (by name from the registry, or the best discovery
-// match for a query), enforces the delegation limits, sends the task over
-// the agent's protocol inside the agent's circuit breaker, retries only
-// where that is safe, and keeps a [Record] of every delegation in a
+// Package delegation hands tasks to agents. A [Client] resolves the
+// target (by name from the registry, or the best discovery match for a
+// query), enforces the delegation limits, sends the task over the agent's
+// protocol inside the agent's circuit breaker, retries only where that is
+// safe, and keeps a [Record] of every delegation in a
 // [Store]. Agents that answer later report back through the callback
 // endpoint the client serves ([Client.CallbackHandler]); callers wait for
 // a result with [Client.Wait].
@@ -26,10 +26,10 @@
 //
 // A [Transport] sends one [Message] to one agent and returns its [Reply].
 // The client picks it by the agent's protocol: [HTTPTransport] for "http"
-// (the agentkit-mesh POST /task contract of SPEC 4.1), [MCPTransport] for
-// "mcp" (SPEC 4.2), [A2ATransport] for "a2a" (A2A 1.0 agents over
-// JSON-RPC, SPEC 4.3: an input-required task completes the delegation
-// with the agent's question and Record.NeedsInput set), and the Go
+// (the agentkit-mesh POST /task contract), [MCPTransport] for "mcp" (the
+// agent's handle_message tool), [A2ATransport] for "a2a" (A2A 1.0 agents
+// over JSON-RPC: an input-required task completes the delegation with the
+// agent's question and Record.NeedsInput set), and the Go
 // [Handler]s registered with [Client.Handle] for "inprocess" agents,
 // which a host puts on the mesh like any other agent (same records,
 // limits, deadlines and breakers; a panic fails the delegation).
@@ -78,7 +78,7 @@
 //
 // # Durability
 //
-// Records follow SPEC 4.4. An async delegation's record is committed to
+// Records are those of the /v1/delegations API. An async delegation's record is committed to
 // the store before the task is sent, and its accepted record before
 // Delegate returns, so a callback finds it after any crash. The records of
 // a synchronous delegation (running, then final) go through a group
@@ -118,15 +118,18 @@
 // [Client.Delegate] returns an error only when it refuses a request before
 // sending anything; the error wraps one of [ErrInvalid], [ErrNotFound],
 // [ErrNoMatch], [ErrDepthExceeded], [ErrCycle] or
-// [ErrResourceNotCovered], and [Code] maps it to its SPEC code
+// [ErrResourceNotCovered], and [Code] maps it to its error code
 // (invalid_argument, not_found, no_match, depth_exceeded,
 // delegation_cycle, resource_not_covered). A delegation that ran and
 // failed is a record with a Status and a Code (agent_error,
 // agent_unreachable, agent_unavailable, bad_response, response_too_large,
 // endpoint_not_allowed, timeout, canceled, interrupted) and an Error text
 // safe to show. Transports report failures as *[TransportError], which
-// says whether a retry is safe. After Shutdown every method returns
-// [ErrClosed].
+// says whether a retry is safe. Every error of the package describes
+// itself (a code and a message safe to show, see apierr.Describe): the
+// sentinels and the errors with detail made from them, and
+// *TransportError. After Shutdown, and on a zero Client, every method
+// returns [ErrClosed].
 //
 // Task text is never logged: the Debug line of a finished delegation
 // carries its length and a hash.

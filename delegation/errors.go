@@ -66,7 +66,8 @@ var (
 	// ErrConflict: the record cannot be changed from this replica (a
 	// synchronous delegation running on another one).
 	ErrConflict = apierr.New(pkg, CodeConflict, "conflict")
-	// ErrClosed: the client or store was closed.
+	// ErrClosed: the client or store was closed (or the Client is a zero
+	// one, not made by New).
 	ErrClosed = apierr.New(pkg, CodeUnavailable, "closed")
 )
 

@@ -55,7 +55,8 @@ const maxRetryAfter = time.Hour
 // propagator (otel.GetTextMapPropagator; the transport of a [Client] uses
 // Options.Propagator instead): with propagation.TraceContext, the W3C
 // traceparent and tracestate headers. An HTTPTransport is safe for
-// concurrent use.
+// concurrent use. Create one with [NewHTTPTransport]; the zero value refuses
+// every Send.
 type HTTPTransport struct {
 	client    *http.Client
 	userAgent string
@@ -89,6 +90,9 @@ type taskBody struct {
 
 // Send implements [Transport].
 func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message) (Reply, error) {
+	if t.client == nil {
+		return Reply{}, &TransportError{Code: apierr.CodeInvalidArgument, Message: "http transport not initialised: use NewHTTPTransport"}
+	}
 	// The body is not pooled: the http.Transport may still be reading it
 	// after Do returns (a reply that comes before the body is written).
 	body, err := json.Marshal(taskBody{

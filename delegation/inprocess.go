@@ -27,7 +27,7 @@ type Task struct {
 }
 
 // Handler is a Go agent hosted in the same process as the mesh: the
-// transport of agents registered with Protocol "inprocess" (SPEC 1). Its
+// transport of agents registered with Protocol "inprocess". Its
 // ctx ends at the delegation deadline, or when the delegation is cancelled.
 //
 // The result becomes the record's result: a json.RawMessage is taken as is
@@ -44,13 +44,20 @@ type Handler func(ctx context.Context, task Task) (result any, err error)
 // the registry as usual, with Protocol registry.ProtocolInProcess, so that
 // it is discovered and routed to like any other; Handle only says which Go
 // function answers it in this process. A delegation to an in-process agent
-// with no handler fails with code agent_unreachable.
+// with no handler fails with code agent_unreachable. On a nil *Client,
+// Handle does nothing.
 func (c *Client) Handle(name string, h Handler) {
+	if c == nil {
+		return
+	}
 	c.handlersMu.Lock()
 	defer c.handlersMu.Unlock()
 	if h == nil {
 		delete(c.handlers, name)
 		return
+	}
+	if c.handlers == nil { // a zero Client
+		c.handlers = make(map[string]Handler)
 	}
 	c.handlers[name] = h
 }
