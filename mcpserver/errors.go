@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,12 +41,6 @@ var errInternal = &toolError{apierr.CodeInternal, "internal error (logged by the
 func classify(err error) (e *toolError, internal bool) {
 	if code, msg, ok := apierr.Describe(err); ok && code != apierr.CodeInternal {
 		return &toolError{code, msg}, false
-	}
-	// A host's error that is not described but carries a code (an
-	// ErrorCode method) keeps that code, with its text as the message.
-	var coded interface{ ErrorCode() string }
-	if errors.As(err, &coded) && coded.ErrorCode() != "" {
-		return &toolError{coded.ErrorCode(), err.Error()}, false
 	}
 	return errInternal, true
 }

@@ -24,8 +24,8 @@ type remoteMesh struct {
 
 type codedErr struct{ code, msg string }
 
-func (e *codedErr) Error() string     { return e.msg }
-func (e *codedErr) ErrorCode() string { return e.code }
+func (e *codedErr) Error() string                { return e.msg }
+func (e *codedErr) Describe() (code, msg string) { return e.code, e.msg }
 
 func (m *remoteMesh) Search(string, *discovery.Query) ([]discovery.Result, error) {
 	panic("a ContextSearcher is called through SearchContext")

@@ -124,8 +124,10 @@ type codedError struct {
 	msg  string
 }
 
-func (e *codedError) Error() string     { return e.msg }
-func (e *codedError) ErrorCode() string { return e.code }
+func (e *codedError) Error() string { return e.msg }
+
+// Describe makes the tools show the code and message as they are.
+func (e *codedError) Describe() (code, message string) { return e.code, e.msg }
 
 var errRoutingOff = &codedError{code: mcpserver.CodeUnavailable,
 	msg: "routing is not enabled on this mesh (agentmesh serve enables it with --agents)"}

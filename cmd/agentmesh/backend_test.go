@@ -58,9 +58,10 @@ var (
 
 func codeOf(t *testing.T, err error) string {
 	t.Helper()
-	var ce interface{ ErrorCode() string }
+	var ce interface{ Describe() (string, string) }
 	require.ErrorAs(t, err, &ce)
-	return ce.ErrorCode()
+	code, _ := ce.Describe()
+	return code
 }
 
 func TestSwitcherRepeatsSafeCallsOnTheNextMesh(t *testing.T) {

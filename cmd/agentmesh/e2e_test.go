@@ -211,9 +211,10 @@ func TestE2EStdioBoltStore(t *testing.T) {
 	out := callTool(t, s.cs, "mesh_list_agents", map[string]any{})
 	require.Len(t, out["agents"], 1, "the agent registered in the previous run")
 	assert.Equal(t, "kept", out["agents"].([]any)[0].(map[string]any)["name"])
-	callToolError(t, s.cs, "mesh_register", map[string]any{
+	text := callToolError(t, s.cs, "mesh_register", map[string]any{
 		"name": "local", "description": "On loopback.", "capabilities": []string{"x"}, "endpoint": "http://127.0.0.1:9/task",
 	}, "endpoint_not_allowed")
+	assert.Contains(t, text, "set --allow-private-endpoints to allow", "the refusal names the flag that allows it")
 	s.close(t)
 
 	// SIGTERM ends the stdio server cleanly too (exit 0, the store

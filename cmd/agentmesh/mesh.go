@@ -62,6 +62,10 @@ type routingConfig struct {
 	clarification   bool
 }
 
+// privateHint ends the refusal of a private endpoint: the flag that allows
+// them.
+const privateHint = "set --allow-private-endpoints to allow"
+
 // routingFlags defines the routing flags on f.
 func routingFlags(f *flags, cfg *routingConfig) {
 	f.String(&cfg.classifier, "classifier", "MESH_CLASSIFIER", "lexical", "routing classifier: lexical (local, no network) or llm (an OpenAI-compatible endpoint, lexical fallback); the API key is read from AGENTMESH_LLM_API_KEY")
@@ -137,7 +141,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	if err := cfg.routing.check(); err != nil {
 		return nil, err
 	}
-	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: cfg.allowPrivate, AllowHosts: cfg.allowHosts})
+	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: cfg.allowPrivate, AllowHosts: cfg.allowHosts, Hint: privateHint})
 	if err != nil {
 		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
 	}

@@ -32,7 +32,7 @@ func runValidate(args []string, env func(string) string, stdout, stderr io.Write
 		return usageError(stderr, fmt.Errorf("validate takes one directory, got %d arguments (flags go before DIR)", f.fs.NArg()))
 	}
 	dir := f.fs.Arg(0)
-	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: allowPrivate, AllowHosts: splitList(allowHosts)})
+	policy, err := netguard.NewPolicy(netguard.Options{AllowPrivate: allowPrivate, AllowHosts: splitList(allowHosts), Hint: privateHint})
 	if err != nil {
 		return usageError(stderr, fmt.Errorf("--allow-endpoint-hosts: %w", err))
 	}
