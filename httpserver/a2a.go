@@ -72,7 +72,7 @@ func (s *Server) importAgent(w *recorder, r *http.Request) {
 		refused(fieldError("cardUrl", "%s", err.Error()))
 		return
 	}
-	s.register(w, r, a, "import")
+	s.register(w, r.WithContext(audit.WithVia(r.Context(), "import")), a)
 }
 
 // checkCardURL checks the shape of a card URL and the rules of the endpoint

@@ -37,7 +37,7 @@ func newAuditEnv(t *testing.T, bolt bool, reloadErr *error) (*env, *audit.Record
 	rec, err := audit.NewRecorder(st, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rec.Close() })
-	e := newEnv(t, envConfig{bolt: bolt, opts: func(o *httpserver.Options) {
+	e := newEnv(t, envConfig{bolt: bolt, onRegistryWrite: rec.RegistryWrote, opts: func(o *httpserver.Options) {
 		o.Audit = rec
 		o.CardClient = http.DefaultClient // POST /v1/agents/import; only refused URLs are used
 		o.Reload = func(context.Context) (any, error) {

@@ -155,15 +155,14 @@ func (s *Server) registerAgent(w *recorder, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	s.register(w, r, a, "")
+	s.register(w, r, a)
 }
 
-// register registers a, audits it (via says how it came: "" for the API,
-// "import" for a card import) and answers 201 with a Location when the
-// agent is new, 200 when it replaced one.
-func (s *Server) register(w *recorder, r *http.Request, a registry.Agent, via string) {
+// register registers a and answers 201 with a Location when the agent is
+// new, 200 when it replaced one. The registry's write hook audits it, with
+// the [audit.Origin] of r's context.
+func (s *Server) register(w *recorder, r *http.Request, a registry.Agent) {
 	stored, created, err := s.reg.Register(r.Context(), a)
-	s.auditRegister(w, a, created, via, err)
 	if err != nil {
 		s.fail(w, describe(err))
 		return
@@ -254,12 +253,9 @@ func (s *Server) deleteAgent(w *recorder, r *http.Request) {
 		return
 	}
 	if err := s.reg.Delete(r.Context(), name); err != nil {
-		e := agentError(err)
-		s.auditOutcome(w, audit.ActionAgentUnregister, name, e, nil)
-		s.fail(w, e)
+		s.fail(w, agentError(err))
 		return
 	}
-	s.auditOutcome(w, audit.ActionAgentUnregister, name, nil, nil)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -275,29 +271,6 @@ func (s *Server) heartbeat(w *recorder, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
-}
-
-// auditRegister records a registration of a (through POST /v1/agents, or
-// the import of a card when via is "import"): its outcome, and for a
-// refused endpoint the endpoint's host.
-func (s *Server) auditRegister(w *recorder, a registry.Agent, created bool, via string, err error) {
-	if s.audit == nil {
-		return
-	}
-	details := map[string]string{}
-	if via != "" {
-		details["via"] = via
-	}
-	var e *apiError
-	if err != nil {
-		e = describe(err)
-		if errors.Is(err, registry.ErrEndpointNotAllowed) {
-			details["endpoint_host"] = endpointHost(a.Endpoint)
-		}
-	} else {
-		details["created"] = strconv.FormatBool(created)
-	}
-	s.auditOutcome(w, audit.ActionAgentRegister, a.Name, e, details)
 }
 
 // ---- discovery ----

@@ -105,6 +105,9 @@ type envConfig struct {
 	opts func(o *httpserver.Options)
 	// noDelegation leaves the delegation client out.
 	noDelegation bool
+	// onRegistryWrite is the registry's write hook (the audit of
+	// registrations).
+	onRegistryWrite func(context.Context, registry.Write)
 }
 
 func newEnv(t testing.TB, cfg envConfig) *env {
@@ -129,7 +132,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	if cfg.seed != nil {
 		cfg.seed(rstore)
 	}
-	reg, err := registry.New(ctx, rstore, &registry.Options{SweepInterval: -1})
+	reg, err := registry.New(ctx, rstore, &registry.Options{SweepInterval: -1, OnWrite: cfg.onRegistryWrite})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = reg.Close() })
 	e.reg = reg

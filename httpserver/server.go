@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
@@ -435,6 +436,9 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 				}
 			}
 		}
+		// What the request changes is audited with its caller and id,
+		// wherever the change is made (the registry's write hook).
+		r = r.WithContext(audit.WithOrigin(r.Context(), audit.Origin{Actor: rec.identity.Name, RequestID: rec.id}))
 		h(rec, r)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
@@ -207,7 +208,8 @@ func handler[In, Out any](t *tools, name string, fn func(context.Context, In) (*
 				return nil, out, &toolError{apierr.CodePermissionDenied, aerr.Error()}
 			}
 		}
-		res, out, err = fn(ctx, in)
+		// What the tool changes is audited as done through MCP.
+		res, out, err = fn(audit.WithVia(ctx, "mcp"), in)
 		if err != nil {
 			te, internal := classify(err)
 			if internal {

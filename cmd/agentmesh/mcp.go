@@ -19,8 +19,7 @@ import (
 // HTTP server's authentication; each tool call needs the scope of its tool.
 // Browsers from the CORS origins may call it cross-origin.
 func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logger) error {
-	reg := auditedRegistry{Registry: m.Registry(), obs: m.obs}
-	server, err := mcpserver.New(reg, m.searcher(), m.delegator(), &mcpserver.Options{
+	server, err := mcpserver.New(m.Registry(), m.searcher(), m.delegator(), &mcpserver.Options{
 		Logger: log,
 		Router: m.mcpRouter(),
 		// Sessions created over /mcp belong to the calling token, as

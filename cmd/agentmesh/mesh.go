@@ -152,6 +152,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 		PublicURL:       cfg.publicURL,
 		Retention:       cfg.delegationRetention,
 		Observe:         m.observe(cfg),
+		OnRegistryWrite: m.obs.registryWrote,
 		OnBreakerChange: m.obs.breakerChanged,
 		OnRecord:        m.obs.delegationRecorded,
 		Logger:          cfg.log,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,6 +31,10 @@ type observer struct {
 	metrics *metrics.Metrics
 	audit   *audit.Recorder
 	stops   []func()
+
+	// registryAudit is audit for the registry's write hook, which the
+	// registry may call (a sweep, a watched change) while start runs.
+	registryAudit atomic.Pointer[audit.Recorder]
 }
 
 // start builds the metrics (registered on reg, nil for none) and the audit
@@ -64,10 +69,7 @@ func (o *observer) start(reg *prometheus.Registry, withAudit bool, st agentmesh.
 		o.metrics = m
 		o.stops = append(o.stops, m.Follow(r))
 	}
-	if o.audit != nil {
-		_, cancel := r.Subscribe(o.registryChanged)
-		o.stops = append(o.stops, cancel)
-	}
+	o.registryAudit.Store(o.audit)
 	return nil
 }
 
@@ -93,10 +95,7 @@ func (o *observer) auditLog() httpserver.Audit {
 
 // actor is the name of the token that authenticated the request of ctx,
 // "" when none did.
-func actor(ctx context.Context) string {
-	id, _ := httpserver.IdentityFrom(ctx)
-	return id.Name
-}
+func actor(ctx context.Context) string { return audit.OriginFrom(ctx).Actor }
 
 // breakerChanged is breaker.Options.OnStateChange: a transition goes to
 // the audit log (the gauge reads the states at scrape time).
@@ -215,23 +214,19 @@ func (o *observer) routed(ctx context.Context, resp routing.Response, err error)
 	o.audit.Record(e)
 }
 
-// registryChanged audits the removals of agents whose TTL lapsed.
-// Registrations and unregistrations are audited where the caller is known
-// (httpserver, [auditedRegistry]); file agents by the reload.
-func (o *observer) registryChanged(ev registry.Event) {
-	if ev.Type != registry.EventDelete || !ev.Expired {
-		return
+// registryWrote is registry.Options.OnWrite: every change of the registry
+// (and every refused one), whatever made it — the HTTP API, MCP, A2A card
+// imports, the agent directory, a TTL — is audited here, with the caller
+// the request's context carries.
+func (o *observer) registryWrote(ctx context.Context, w registry.Write) {
+	if rec := o.registryAudit.Load(); rec != nil {
+		rec.RegistryWrote(ctx, w)
 	}
-	o.audit.Record(audit.Entry{
-		Action:  audit.ActionAgentExpire,
-		Target:  ev.Agent.Name,
-		Outcome: audit.OutcomeSuccess,
-		Details: map[string]string{"ttl_seconds": strconv.Itoa(ev.Agent.TTLSeconds)},
-	})
 }
 
 // reloaded audits a reload that did not come through the HTTP API (which
-// audits its own): SIGHUP.
+// audits its own): SIGHUP ("signal"), a change of the agent directory
+// ("file").
 func (o *observer) reloaded(via string, err error) {
 	e := audit.Entry{Action: audit.ActionReload, Outcome: audit.OutcomeSuccess, Details: map[string]string{"via": via}}
 	if err != nil {
@@ -268,48 +263,6 @@ func (d auditedDelegations) Delegate(ctx context.Context, req delegation.Request
 	rec, err := d.Client.Delegate(ctx, req)
 	d.obs.delegated(ctx, req, rec, err)
 	return rec, err
-}
-
-// auditedRegistry is the registry as the MCP tools see it: registrations
-// and unregistrations are audited with the caller's token, as the HTTP
-// API audits its own.
-type auditedRegistry struct {
-	*registry.Registry
-	obs *observer
-}
-
-func (r auditedRegistry) Register(ctx context.Context, a registry.Agent) (registry.Agent, bool, error) {
-	stored, created, err := r.Registry.Register(ctx, a)
-	if r.obs.audit != nil {
-		e := audit.Entry{Actor: actor(ctx), Action: audit.ActionAgentRegister, Target: a.Name, Outcome: audit.OutcomeSuccess,
-			Details: map[string]string{"via": "mcp"}}
-		if err != nil {
-			e.Outcome, e.Code = audit.OutcomeDenied, registry.Code(err)
-			if e.Code == "" {
-				e.Outcome, e.Code = audit.OutcomeFailure, "internal"
-			}
-		} else {
-			e.Details["created"] = strconv.FormatBool(created)
-		}
-		r.obs.audit.Record(e)
-	}
-	return stored, created, err
-}
-
-func (r auditedRegistry) Delete(ctx context.Context, name string) error {
-	err := r.Registry.Delete(ctx, name)
-	if r.obs.audit != nil {
-		e := audit.Entry{Actor: actor(ctx), Action: audit.ActionAgentUnregister, Target: name, Outcome: audit.OutcomeSuccess,
-			Details: map[string]string{"via": "mcp"}}
-		if err != nil {
-			e.Outcome, e.Code = audit.OutcomeDenied, registry.Code(err)
-			if e.Code == "" {
-				e.Outcome, e.Code = audit.OutcomeFailure, "internal"
-			}
-		}
-		r.obs.audit.Record(e)
-	}
-	return err
 }
 
 // searcher is the discovery engine as the front-ends see it: timed into

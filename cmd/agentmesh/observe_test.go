@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -44,8 +47,10 @@ func TestObserverWiring(t *testing.T) {
 	defer m.close(ctx)
 	require.NotNil(t, m.obs.audit)
 
+	// The caller as the HTTP server hands it on (its /mcp included).
 	caller := httpserver.WithIdentity(ctx, httpserver.NewIdentity("ci", httpserver.ScopeDelegate, httpserver.ScopeRegister))
-	reg := auditedRegistry{Registry: m.Registry(), obs: m.obs}
+	caller = audit.WithOrigin(caller, audit.Origin{Actor: "ci", RequestID: "r1", Via: "mcp"})
+	reg := m.Registry()
 	for _, a := range []registry.Agent{
 		{Name: "good", Description: "Answers questions about budgets", Capabilities: []string{"budget"}, Endpoint: agents.url("/sync"), IsDefault: true},
 		{Name: "bad", Description: "Always fails", Capabilities: []string{"payroll"}, Endpoint: agents.url("/fail")},
@@ -116,5 +121,45 @@ func TestObserverWiring(t *testing.T) {
 		"agentmesh_sessions_active", "agentmesh_discover_duration_seconds", "agentmesh_audit_dropped_total",
 	} {
 		assert.True(t, names[n], "metric %s", n)
+	}
+}
+
+// A change of the agent directory is audited like any other registry
+// change (through the registry's write hook, as done through "file"), and
+// so is the reload it caused.
+func TestFileReloadsAreAudited(t *testing.T) {
+	ctx := context.Background()
+	m, err := openMesh(ctx, meshConfig{
+		store: "memory", allowPrivate: true, publicURL: "http://localhost:1",
+		log: slog.New(slog.DiscardHandler), audit: true,
+	})
+	require.NoError(t, err)
+	defer m.close(ctx)
+
+	dir := t.TempDir()
+	write := func(name, desc string) {
+		t.Helper()
+		yaml := "agent_id: " + name + "\ndescription: " + desc + "\nendpoint: http://127.0.0.1:9/task\ntype: http\ncapabilities: [x]\n"
+		if name == "general" {
+			yaml += "is_default: true\n"
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(yaml), 0o600))
+	}
+	write("general", "Answers anything.")
+	w, err := watchAgents(ctx, m, dir, func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer w.Close()
+
+	write("billing", "Explains invoices.")
+	require.Eventually(t, func() bool { return len(auditOf(t, m)[audit.ActionReload]) > 0 }, 15*time.Second, 50*time.Millisecond)
+	got := auditOf(t, m)
+	assert.Equal(t, map[string]string{"via": "file"}, got[audit.ActionReload][0].Details)
+	assert.Equal(t, audit.OutcomeSuccess, got[audit.ActionReload][0].Outcome)
+	regs := got[audit.ActionAgentRegister]
+	require.Len(t, regs, 2, "the first load and the reload each added one agent")
+	for i, name := range []string{"general", "billing"} {
+		assert.Equal(t, name, regs[i].Target)
+		assert.Equal(t, "file", regs[i].Details["via"])
+		assert.Equal(t, "true", regs[i].Details["created"])
 	}
 }

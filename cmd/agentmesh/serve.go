@@ -393,6 +393,7 @@ func watchAgents(ctx context.Context, m *mesh, dir string, env func(string) stri
 		LookupEnv:      lookupEnv(env),
 		RequireDefault: true,
 		Logger:         log,
+		OnReload:       func(_ registry.ReloadReport, err error) { m.obs.reloaded("file", err) },
 	})
 	var de *registry.DirError
 	if errors.As(err, &de) {
