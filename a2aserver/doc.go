@@ -5,7 +5,7 @@
 // ([a2acard.MeshCard]) declares it at [a2acard.MeshEndpointPath] with two
 // skills, mesh.delegate and mesh.discover, which this package runs with
 // the library: a [Delegations] client (*delegation.Client) and a
-// [Searcher] (*discovery.Engine). It is a thin layer, as mcpserver is.
+// [discovery.Searcher] (*discovery.Engine). It is a thin layer, as mcpserver is.
 //
 //	h, err := a2aserver.New(engine, delegations, &a2aserver.Options{
 //		Authorize: func(ctx context.Context, op string) error { … }, // scope per operation

@@ -34,7 +34,7 @@ const ReplyContextKey = "inReplyTo"
 // message asks for with the library and turns the outcome into task
 // events.
 type executor struct {
-	search Searcher
+	search discovery.Searcher
 	del    Delegations
 	log    *slog.Logger
 }

@@ -19,11 +19,6 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// Searcher ranks agents for a query: *discovery.Engine implements it.
-type Searcher interface {
-	Search(query string, q *discovery.Query) ([]discovery.Result, error)
-}
-
 // Delegations runs delegations: *delegation.Client implements it.
 type Delegations interface {
 	Delegate(ctx context.Context, req delegation.Request) (delegation.Record, error)
@@ -112,7 +107,7 @@ type Options struct {
 // The handler keeps tasks in memory (see Options.TaskRetention) and
 // starts a goroutine per running task, which ends with the task. It is
 // safe for concurrent use, as search and del must be.
-func New(search Searcher, del Delegations, opts *Options) (http.Handler, error) {
+func New(search discovery.Searcher, del Delegations, opts *Options) (http.Handler, error) {
 	if search == nil || del == nil {
 		return nil, errors.New("a2aserver: New needs a searcher and a delegation client")
 	}

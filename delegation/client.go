@@ -61,28 +61,13 @@ const (
 // retryBase is the first retry's backoff; each later one doubles it.
 const retryBase = 200 * time.Millisecond
 
-// Directory is what a [Client] needs from the registry: the agents, with
-// their auth tokens, and their changes. *registry.Registry implements it.
-// Subscribe must return the current agents and register fn atomically, and
-// call fn for every later change in commit order (see
-// [registry.Registry.Subscribe]).
-type Directory interface {
-	Subscribe(fn func(registry.Event)) (snapshot []registry.Agent, cancel func())
-}
-
-// Searcher finds the agents that match a query: *discovery.Engine
-// implements it.
-type Searcher interface {
-	Search(query string, q *discovery.Query) ([]discovery.Result, error)
-}
-
 // Options configures a [Client]. A nil *Options, like the zero value of
 // every field, means the documented default. New copies the options; later
 // changes have no effect.
 type Options struct {
 	// Discovery resolves [Request.Query]. Nil means delegating by query is
 	// refused with [ErrInvalid]; delegating by name still works.
-	Discovery Searcher
+	Discovery discovery.Searcher
 
 	// Breakers holds the per-agent circuit breakers that wrap
 	// every delegation. Pass the Set the router uses so both see the same
@@ -196,9 +181,9 @@ type Options struct {
 // nil *Client) is inert, as one that was shut down: its methods return
 // [ErrClosed] and do nothing else.
 type Client struct {
-	dir         Directory
+	dir         registry.Subscriber
 	store       Store
-	search      Searcher
+	search      discovery.Searcher
 	breakers    *breaker.Set
 	transports  map[registry.Protocol]Transport
 	owned       []io.Closer // transports New created, closed by Shutdown
@@ -264,8 +249,10 @@ var (
 	errShutdown = errors.New("delegation: client shut down")
 )
 
-// New returns a client that resolves agents from dir and keeps its records
-// in store (both required), configured by opts (nil means defaults).
+// New returns a client that resolves agents from dir (a
+// *registry.Registry, whose Subscribe gives the agents with their auth
+// tokens) and keeps its records in store (both required), configured by
+// opts (nil means defaults).
 //
 // Over a store that is not an [OwnerStore], New first marks every record
 // found in status running failed with code interrupted (a previous run of
@@ -276,7 +263,7 @@ var (
 // loads the accepted records, whose deadlines the client then enforces.
 // It then subscribes to dir and starts its goroutines. New does not close
 // dir or store; close them after the client.
-func New(ctx context.Context, dir Directory, store Store, opts *Options) (*Client, error) {
+func New(ctx context.Context, dir registry.Subscriber, store Store, opts *Options) (*Client, error) {
 	return newClient(ctx, dir, store, opts, seams{})
 }
 
@@ -289,9 +276,9 @@ type seams struct {
 	jitter func(base time.Duration) time.Duration
 }
 
-func newClient(ctx context.Context, dir Directory, store Store, opts *Options, s seams) (*Client, error) {
+func newClient(ctx context.Context, dir registry.Subscriber, store Store, opts *Options, s seams) (*Client, error) {
 	if dir == nil {
-		return nil, errors.New("delegation: nil Directory")
+		return nil, errors.New("delegation: nil registry")
 	}
 	if store == nil {
 		return nil, errors.New("delegation: nil Store")

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/retryafter"
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 // NewWithSeams is New with a test clock (nil: time.Now) and sleep between
 // retries (nil: a real sleep).
-func NewWithSeams(ctx context.Context, dir Directory, store Store, opts *Options,
+func NewWithSeams(ctx context.Context, dir registry.Subscriber, store Store, opts *Options,
 	now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) (*Client, error) {
 	return newClient(ctx, dir, store, opts, seams{now: now, sleep: sleep})
 }

@@ -172,6 +172,13 @@ func (e *Engine) Len() int {
 	return e.ix.nDocs
 }
 
+// Searcher ranks agents for a query: *Engine implements it, and so do
+// wrappers that time or forward searches. The front-ends and the
+// delegation client take one.
+type Searcher interface {
+	Search(query string, q *Query) ([]Result, error)
+}
+
 // Follow makes the engine mirror src: it replaces the engine's content with
 // src's current agents (as [Engine.Reset] does) and applies every later
 // change event, until stop is called. stop is idempotent and safe for

@@ -4,7 +4,7 @@
 // rate limits, CORS, security headers and JSON errors around them.
 //
 // It is a thin front-end: it decodes and checks requests, calls the
-// registry ([Registry]), the discovery engine ([Searcher]) and the
+// registry ([Registry]), the discovery engine ([discovery.Searcher]) and the
 // delegation client ([Delegations]), and encodes their answers. It starts no
 // listener and no goroutine; the host (cmd/agentmesh, a test, a program
 // embedding the mesh) owns the [http.Server].

@@ -38,11 +38,6 @@ type Registry interface {
 	Heartbeat(ctx context.Context, name string) (registry.Agent, error)
 }
 
-// Searcher ranks agents for a query: *discovery.Engine implements it.
-type Searcher interface {
-	Search(query string, q *discovery.Query) ([]discovery.Result, error)
-}
-
 // BreakerStates reports the circuit breakers for GET /health/deep:
 // *breaker.Set implements it.
 type BreakerStates interface {
@@ -200,7 +195,7 @@ type Options struct {
 // usable.
 type Server struct {
 	reg    Registry
-	search Searcher
+	search discovery.Searcher
 	del    Delegations
 
 	mux *http.ServeMux
@@ -246,7 +241,7 @@ const (
 // New returns a server for the registry reg and the discovery engine
 // search (both required) and the delegation client del (nil leaves the
 // delegation routes out: they answer 404), configured by opts.
-func New(reg Registry, search Searcher, del Delegations, opts *Options) (*Server, error) {
+func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options) (*Server, error) {
 	if reg == nil || search == nil {
 		return nil, errors.New("httpserver: New needs a Registry and a Searcher")
 	}

@@ -29,15 +29,9 @@ type Registry interface {
 	Delete(ctx context.Context, name string) error
 }
 
-// Searcher ranks agents for a query: *discovery.Engine implements it.
-// A Searcher that does I/O (another mesh over the network) also
-// implements [ContextSearcher], and the tools call that instead.
-type Searcher interface {
-	Search(query string, q *discovery.Query) ([]discovery.Result, error)
-}
-
-// ContextSearcher is a [Searcher] whose search can be cancelled: the
-// tools pass it the call's context.
+// ContextSearcher is a [discovery.Searcher] whose search can be cancelled
+// (another mesh over the network): the tools call it, with the call's
+// context, when the searcher they are given implements it.
 type ContextSearcher interface {
 	SearchContext(ctx context.Context, query string, q *discovery.Query) ([]discovery.Result, error)
 }
@@ -108,7 +102,7 @@ Failures are tool errors whose text starts with a code: invalid_argument (fix th
 // on stdio with Server.Run(ctx, &mcp.StdioTransport{}), or over HTTP with
 // [HTTPHandler]. It is safe for concurrent use, as reg, search and del
 // must be.
-func New(reg Registry, search Searcher, del Delegations, opts *Options) (*mcp.Server, error) {
+func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options) (*mcp.Server, error) {
 	if reg == nil || search == nil || del == nil {
 		return nil, errors.New("mcpserver: New needs a registry, a searcher and a delegation client")
 	}

@@ -103,7 +103,7 @@ Fails with invalid_argument for a malformed label or a cursor this server did no
 // tools holds the collaborators of the tool handlers.
 type tools struct {
 	reg       Registry
-	search    Searcher
+	search    discovery.Searcher
 	del       Delegations
 	authorize func(context.Context, *mcp.CallToolRequest) error
 	log       *slog.Logger

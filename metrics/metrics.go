@@ -33,16 +33,11 @@ type AuditStats interface {
 	Failed() uint64
 }
 
-// Searcher ranks agents for a query: *discovery.Engine implements it.
-type Searcher interface {
-	Search(query string, q *discovery.Query) ([]discovery.Result, error)
-}
-
 // JSONSearcher is a Searcher that also encodes its results itself (the
 // fast path of httpserver's discovery routes): *discovery.Engine
 // implements it.
 type JSONSearcher interface {
-	Searcher
+	discovery.Searcher
 	AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error)
 }
 
@@ -311,7 +306,7 @@ func (m *Metrics) ObserveDecision(_ context.Context, resp routing.Response, err 
 // agentmesh_discover_duration_seconds. When s also has AppendSearchJSON
 // (a [JSONSearcher], as *discovery.Engine), so does the result, timed the
 // same way, so a front-end's fast path is kept.
-func (m *Metrics) Searcher(s Searcher) Searcher {
+func (m *Metrics) Searcher(s discovery.Searcher) discovery.Searcher {
 	t := timedSearcher{s: s, h: m.discover}
 	if js, ok := s.(JSONSearcher); ok {
 		return timedJSONSearcher{timedSearcher: t, js: js}
@@ -320,7 +315,7 @@ func (m *Metrics) Searcher(s Searcher) Searcher {
 }
 
 type timedSearcher struct {
-	s Searcher
+	s discovery.Searcher
 	h prometheus.Histogram
 }
 

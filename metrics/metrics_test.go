@@ -234,7 +234,7 @@ func TestDiscoverDurationKeepsTheFastPath(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2.0, value(t, x.prom, "agentmesh_discover_duration_seconds", nil))
 
-	type onlySearch struct{ metrics.Searcher }
+	type onlySearch struct{ discovery.Searcher }
 	_, ok = x.m.Searcher(onlySearch{x.engine}).(metrics.JSONSearcher)
 	assert.False(t, ok, "a plain Searcher does not grow AppendSearchJSON")
 

@@ -24,7 +24,7 @@ type backend interface {
 	mcpserver.Registry
 	mcpserver.Delegations
 	mcpserver.Router
-	mcpserver.Searcher
+	discovery.Searcher
 	mcpserver.ContextSearcher
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/metrics"
 	"github.com/agentmesh/agentmesh/registry"
@@ -267,7 +268,7 @@ func (d auditedDelegations) Delegate(ctx context.Context, req delegation.Request
 
 // searcher is the discovery engine as the front-ends see it: timed into
 // agentmesh_discover_duration_seconds when there are metrics.
-func (m *mesh) searcher() metrics.Searcher {
+func (m *mesh) searcher() discovery.Searcher {
 	if m.obs.metrics == nil {
 		return m.Engine()
 	}
