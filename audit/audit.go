@@ -130,7 +130,7 @@ const (
 
 // Store persists audit entries. Implementations live in store/memstore,
 // store/boltstore (and store/etcdstore) and pass the conformance suite in
-// internal/storetest.
+// internal/harness/storetest.
 //
 // Entries are ordered by ID (bytewise); IDs made by [NewID] start with
 // their entry's time, so that order is time order and [MinID] finds a

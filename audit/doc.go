@@ -4,7 +4,7 @@
 //
 // An [Entry] is one record. A [Store] persists entries (store/memstore and
 // store/boltstore implement it; every backend passes the conformance suite
-// in internal/storetest). A [Recorder] is what the mesh writes through: its
+// in internal/harness/storetest). A [Recorder] is what the mesh writes through: its
 // [Recorder.Record] never blocks and never fails — entries go on a bounded
 // queue that one goroutine appends to the store in batches; on overflow
 // the entry is dropped and counted, so an audit backlog can never slow or

@@ -10,7 +10,7 @@ import (
 
 // Store persists breaker state for a [Set]. Implementations live outside
 // this package (store/memstore, store/boltstore, store/etcdstore) and must
-// pass the conformance suite in internal/storetest.
+// pass the conformance suite in internal/harness/storetest.
 //
 // Every method must be safe for concurrent use. A Set calls SaveBreaker
 // only on state transitions, never on the call path of an ordinary success

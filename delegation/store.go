@@ -8,7 +8,7 @@ import (
 
 // Store persists delegation records. Implementations live in
 // store/memstore, store/boltstore (and store/etcdstore) and pass the
-// conformance suite in internal/storetest.
+// conformance suite in internal/harness/storetest.
 //
 // Every method must be safe for concurrent use. A method called after the
 // store is closed returns an error wrapping the store's ErrClosed.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/internal/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
 	"github.com/agentmesh/agentmesh/registry"
 )
 

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/internal/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
 )
 
 // TestAblation measures what each text-processing and scoring technique

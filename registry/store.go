@@ -4,7 +4,7 @@ import "context"
 
 // Store persists agent records. Implementations live outside this package
 // (store/memstore, store/boltstore, store/etcdstore) and must pass the
-// conformance suite in internal/storetest.
+// conformance suite in internal/harness/storetest.
 //
 // Every method must be safe for concurrent use. A method called after the
 // store is closed returns an error wrapping the store's ErrClosed.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/internal/evalrouting"
-	"github.com/agentmesh/agentmesh/internal/registrytest"
+	"github.com/agentmesh/agentmesh/internal/harness/evalrouting"
+	"github.com/agentmesh/agentmesh/internal/harness/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 )

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/internal/evalrouting"
+	"github.com/agentmesh/agentmesh/internal/harness/evalrouting"
 )
 
 // lexClincDir is where the CLINC150 data lives, relative to the module root's

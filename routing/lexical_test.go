@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/registrytest"
+	"github.com/agentmesh/agentmesh/internal/harness/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/store/memstore"

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/registrytest"
+	"github.com/agentmesh/agentmesh/internal/harness/registrytest"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )

@@ -7,7 +7,7 @@ import (
 
 // Store persists sessions for a [Manager]. Implementations live outside
 // this package (store/memstore, store/boltstore, store/etcdstore) and must
-// pass the conformance suite in internal/storetest.
+// pass the conformance suite in internal/harness/storetest.
 //
 // Every method must be safe for concurrent use. A method called after the
 // store is closed returns an error wrapping the store's ErrClosed; a

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 )
 
 // TestE2EEtcdReplicaKilledMidDelegation: two `serve` replicas over one

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 )
 
 // TestE2EEtcdReplicas: two `serve` processes over one etcd (SPEC 9, an

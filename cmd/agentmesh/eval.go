@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/agentmesh/agentmesh/discovery"
-	"github.com/agentmesh/agentmesh/internal/evalharness"
-	"github.com/agentmesh/agentmesh/internal/evalrouting"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalrouting"
 )
 
 const evalUsage = `Usage:

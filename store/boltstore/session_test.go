@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
 
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
 )

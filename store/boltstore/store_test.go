@@ -9,7 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 )
 

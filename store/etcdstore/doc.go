@@ -7,7 +7,7 @@
 // [session.Store] (and
 // [session.ActiveCounter]) and [audit.Store], with the semantics of
 // store/boltstore: all three backends pass the conformance suite in
-// internal/storetest, run here against a real (embedded) etcd.
+// internal/harness/storetest, run here against a real (embedded) etcd.
 //
 // [Open] connects and returns a Store; [Store.Close] releases it. Nothing
 // of etcd appears in the API.

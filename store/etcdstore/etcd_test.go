@@ -22,7 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/internal/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/etcdstore"

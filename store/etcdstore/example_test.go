@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentmesh/agentmesh/internal/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/etcdstore"
 )

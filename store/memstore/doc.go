@@ -8,7 +8,7 @@
 // got back. (In the WorkflowState of a delegation record's Response, maps
 // and slices are copied; values of other types are shared.) Its semantics
 // are those of the durable store/boltstore (both pass the conformance
-// suite in internal/storetest), with differences that follow from keeping
+// suite in internal/harness/storetest), with differences that follow from keeping
 // Go values instead of JSON: time values keep their location and monotonic
 // clock reading, a nil slice or map stays distinct from an empty one, and
 // a delegation's Result is kept byte for byte (boltstore re-encodes it as

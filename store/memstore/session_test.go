@@ -3,7 +3,7 @@ package memstore_test
 import (
 	"testing"
 
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )

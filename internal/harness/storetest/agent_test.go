@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 )
 

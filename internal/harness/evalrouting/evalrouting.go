@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/agentmesh/internal/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 )

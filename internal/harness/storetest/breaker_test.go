@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/breaker"
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 )
 
 func TestBreakerStoreOnMemstore(t *testing.T) {

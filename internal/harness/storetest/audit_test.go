@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/audit"
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 )
 
 func TestAuditStoreOnMemstore(t *testing.T) {

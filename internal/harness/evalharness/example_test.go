@@ -3,7 +3,7 @@ package evalharness_test
 import (
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/internal/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
 )
 
 func ExampleEvaluate() {

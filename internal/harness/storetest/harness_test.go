@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentmesh/agentmesh/internal/evalharness"
+	"github.com/agentmesh/agentmesh/internal/harness/evalharness"
 	"github.com/agentmesh/agentmesh/routing"
 )
 

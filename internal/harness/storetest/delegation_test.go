@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/internal/storetest"
+	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 )
 
 func TestDelegationStoreOnMemstore(t *testing.T) {

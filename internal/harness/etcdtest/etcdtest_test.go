@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/agentmesh/agentmesh/internal/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 )
 
 // TestStart: a started server answers on its endpoints, grants a lease of
