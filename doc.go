@@ -47,23 +47,23 @@
 //
 // # Getting started
 //
-// A registry over a store, and a discovery engine following it:
+// [Open] builds a whole mesh — store, registry, discovery, breakers,
+// delegation and, if asked, routing — as agentmesh serve does:
 //
-//	store, err := boltstore.Open("mesh.db", nil)
+//	mesh, err := agentmesh.Open(ctx, &agentmesh.Options{Path: "mesh.db"})
 //	...
-//	reg, err := registry.New(ctx, store, nil)
-//	...
-//	engine := discovery.New(nil)
-//	stop := engine.Follow(reg)
-//	defer stop()
-//
-//	reg.Register(ctx, registry.Agent{
+//	defer mesh.Close()
+//	mesh.Registry().Register(ctx, registry.Agent{
 //		Name:         "finance",
 //		Description:  "Department budgets and cost centers.",
 //		Capabilities: []string{"budget", "cost-center"},
 //		Endpoint:     "https://finance.example.com/task",
 //	})
-//	results, err := engine.Search("engineering budget", nil)
+//	results, err := mesh.Engine().Search("engineering budget", nil)
 //
-// The package example below runs the same flow.
+// The parts also compose by hand: a registry over a store
+// (registry.New), a discovery engine following it (Engine.Follow), a
+// delegation client over both (delegation.New).
+//
+// [ExampleOpen] runs the first flow, the package example the second.
 package agentmesh
