@@ -292,16 +292,7 @@ func (l *Lexical) Follow(src registry.Subscriber) (stop func()) {
 	if err != nil {
 		return stop // closed
 	}
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.cancels = append(l.cancels, stop)
-	}
-	l.mu.Unlock()
-	if closed { // Close came while the snapshot was loading
-		stop()
-	}
-	return stop
+	return keepFollowing(&l.mu, &l.closed, &l.cancels, stop)
 }
 
 // load takes the snapshot of a source for Follow: it replaces the agents,

@@ -312,16 +312,7 @@ func (l *LLM) Follow(src registry.Subscriber) (stop func()) {
 	if err != nil {
 		return stop // closed
 	}
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.cancels = append(l.cancels, stop)
-	}
-	l.mu.Unlock()
-	if closed { // Close came while the snapshot was loading
-		stop()
-	}
-	return stop
+	return keepFollowing(&l.mu, &l.closed, &l.cancels, stop)
 }
 
 // Close ends every [LLM.Follow]; Classify then returns [ErrClosed]. It does
