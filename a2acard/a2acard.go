@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -23,14 +22,21 @@ import (
 // MaxCardBytes is the largest card body Fetch reads (1 MiB).
 const MaxCardBytes = 1 << 20
 
-// Sentinel errors. Match them with [errors.Is].
+// CodeCardFetchFailed is the code of [ErrFetch]: the agent card could
+// not be fetched (the HTTP API answers it with 502).
+const CodeCardFetchFailed = "card_fetch_failed"
+
+// Sentinel errors. Match them with [errors.Is]. Both describe themselves
+// with their code and message (invalid_argument for ErrInvalidCard); an
+// ErrFetch error also wraps the failure that caused it, such as the
+// endpoint policy's refusal.
 var (
 	// ErrFetch: the card could not be fetched (bad URL, network failure,
 	// refusal by the endpoint policy, or a status other than 200).
-	ErrFetch = errors.New("a2acard: cannot fetch the agent card")
+	ErrFetch = apierr.New("a2acard", CodeCardFetchFailed, "cannot fetch the agent card")
 	// ErrInvalidCard: the body is not a usable A2A Agent Card; the error
 	// names the problem.
-	ErrInvalidCard = errors.New("a2acard: invalid agent card")
+	ErrInvalidCard = apierr.New("a2acard", apierr.CodeInvalidArgument, "invalid agent card")
 )
 
 // Labels ToAgent sets on the agent record.
@@ -57,34 +63,34 @@ const (
 func Fetch(ctx context.Context, client *http.Client, cardURL string) (*a2a.AgentCard, error) {
 	u, err := url.Parse(cardURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: the card URL must be an absolute http or https URL", ErrFetch)
+		return nil, apierr.Errorf(ErrFetch, "the card URL must be an absolute http or https URL")
 	}
 	if client == nil {
 		client = (*netguard.Policy)(nil).NewClient(nil)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFetch, err)
+		return nil, apierr.Wrap(ErrFetch, err, "")
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFetch, err)
+		return nil, apierr.Wrap(ErrFetch, err, "")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-			return nil, fmt.Errorf("%w: status %d (redirects are not followed; use the final URL)", ErrFetch, resp.StatusCode)
+			return nil, apierr.Errorf(ErrFetch, "status %d (redirects are not followed; use the final URL)", resp.StatusCode)
 		}
-		return nil, fmt.Errorf("%w: status %d", ErrFetch, resp.StatusCode)
+		return nil, apierr.Errorf(ErrFetch, "status %d", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCardBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading the body: %w", ErrFetch, err)
+		return nil, apierr.Wrap(ErrFetch, err, "reading the body")
 	}
 	if len(body) > MaxCardBytes {
-		return nil, fmt.Errorf("%w: the card is over %d bytes", ErrInvalidCard, MaxCardBytes)
+		return nil, apierr.Errorf(ErrInvalidCard, "the card is over %d bytes", MaxCardBytes)
 	}
 	return Parse(body)
 }
@@ -95,7 +101,7 @@ func Fetch(ctx context.Context, client *http.Client, cardURL string) (*a2a.Agent
 func Parse(body []byte) (*a2a.AgentCard, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", ErrInvalidCard)
+		return nil, apierr.Errorf(ErrInvalidCard, "the body is not a JSON object")
 	}
 	var card a2a.AgentCard
 	if err := json.Unmarshal(body, &card); err != nil {
@@ -103,7 +109,7 @@ func Parse(body []byte) (*a2a.AgentCard, error) {
 		// which the 1.0 decoder refuses; the mesh does not use them.
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(body, &obj) != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidCard, err)
+			return nil, apierr.Wrap(ErrInvalidCard, err, "")
 		}
 		delete(obj, "securitySchemes")
 		delete(obj, "security")
@@ -111,7 +117,7 @@ func Parse(body []byte) (*a2a.AgentCard, error) {
 		b, _ := json.Marshal(obj)
 		card = a2a.AgentCard{}
 		if json.Unmarshal(b, &card) != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidCard, err)
+			return nil, apierr.Wrap(ErrInvalidCard, err, "")
 		}
 	}
 	if len(card.SupportedInterfaces) == 0 {
@@ -169,11 +175,11 @@ func legacyInterfaces(body []byte) []*a2a.AgentInterface {
 // is not validated otherwise; Register does that.
 func ToAgent(card *a2a.AgentCard, cardURL string) (registry.Agent, error) {
 	if card == nil {
-		return registry.Agent{}, fmt.Errorf("%w: no card", ErrInvalidCard)
+		return registry.Agent{}, apierr.Errorf(ErrInvalidCard, "no card")
 	}
 	name := clean(card.Name)
 	if name == "" {
-		return registry.Agent{}, fmt.Errorf("%w: the card has no name", ErrInvalidCard)
+		return registry.Agent{}, apierr.Errorf(ErrInvalidCard, "the card has no name")
 	}
 	iface, endpoint, err := jsonRPCEndpoint(card.SupportedInterfaces, cardURL)
 	if err != nil {
@@ -188,7 +194,7 @@ func ToAgent(card *a2a.AgentCard, cardURL string) (registry.Agent, error) {
 	a.Capabilities, a.Examples = skillsToLists(card.Skills)
 	a.Description = description(clean(card.Description), card.Skills)
 	if a.Description == "" && len(a.Capabilities) == 0 {
-		return registry.Agent{}, fmt.Errorf("%w: the card has neither a description nor skills", ErrInvalidCard)
+		return registry.Agent{}, apierr.Errorf(ErrInvalidCard, "the card has neither a description nor skills")
 	}
 	labels := map[string]string{}
 	setLabel := func(k, v string) {
@@ -224,21 +230,21 @@ func jsonRPCEndpoint(ifaces []*a2a.AgentInterface, cardURL string) (*a2a.AgentIn
 		}
 	}
 	if pick == nil {
-		return nil, "", fmt.Errorf("%w: the card declares no JSON-RPC interface (supportedInterfaces with protocolBinding JSONRPC), the binding the mesh speaks", ErrInvalidCard)
+		return nil, "", apierr.Errorf(ErrInvalidCard, "the card declares no JSON-RPC interface (supportedInterfaces with protocolBinding JSONRPC), the binding the mesh speaks")
 	}
 	ref, err := url.Parse(strings.TrimSpace(pick.URL))
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: the JSON-RPC interface URL %q is malformed", ErrInvalidCard, pick.URL)
+		return nil, "", apierr.Errorf(ErrInvalidCard, "the JSON-RPC interface URL %q is malformed", pick.URL)
 	}
 	if !ref.IsAbs() {
 		base, err := url.Parse(cardURL)
 		if err != nil || !base.IsAbs() {
-			return nil, "", fmt.Errorf("%w: the JSON-RPC interface URL %q is relative and the card URL cannot resolve it", ErrInvalidCard, pick.URL)
+			return nil, "", apierr.Errorf(ErrInvalidCard, "the JSON-RPC interface URL %q is relative and the card URL cannot resolve it", pick.URL)
 		}
 		ref = base.ResolveReference(ref)
 	}
 	if (ref.Scheme != "http" && ref.Scheme != "https") || ref.Host == "" {
-		return nil, "", fmt.Errorf("%w: the JSON-RPC interface URL %q is not an http or https URL", ErrInvalidCard, pick.URL)
+		return nil, "", apierr.Errorf(ErrInvalidCard, "the JSON-RPC interface URL %q is not an http or https URL", pick.URL)
 	}
 	return pick, ref.String(), nil
 }

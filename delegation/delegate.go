@@ -318,7 +318,7 @@ func (c *Client) match(req *Request, onChain func(string) bool, chain []string) 
 	q := &discovery.Query{Limit: len(chain) + 8, RequiredResources: req.Resources}
 	res, err := c.search.Search(req.Query, q)
 	if err != nil {
-		return registry.Agent{}, wrapDetail(ErrInvalid, err)
+		return registry.Agent{}, apierr.Wrap(ErrInvalid, err, "")
 	}
 	var skipped string
 	for _, r := range res {

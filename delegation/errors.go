@@ -112,27 +112,6 @@ func own(e *apierr.Error) bool {
 	return false
 }
 
-// wrapDetail is sentinel with the text of cause as its detail, keeping
-// cause in the chain (for another package's errors.Is and Code). It
-// describes itself as the sentinel with that detail.
-func wrapDetail(sentinel *apierr.Error, cause error) error {
-	return &detailError{detail: apierr.Errorf(sentinel, "%v", cause), cause: cause}
-}
-
-// detailError is the error of wrapDetail.
-type detailError struct {
-	detail *apierr.Error
-	cause  error
-}
-
-func (e *detailError) Error() string { return e.detail.Error() }
-
-// Describe returns the code and message of the error with detail.
-func (e *detailError) Describe() (code, message string) { return e.detail.Describe() }
-
-// Unwrap returns the error with detail, then its cause.
-func (e *detailError) Unwrap() []error { return []error{e.detail, e.cause} }
-
 // TransportError is a failed attempt to reach an agent or a reply the mesh
 // could not accept. Transports return it; the client decides from it
 // whether to retry and what to record.

@@ -13,10 +13,6 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
-// CodeCardFetchFailed is the code of a 502 from POST /v1/agents/import: the
-// agent card could not be fetched.
-const CodeCardFetchFailed = "card_fetch_failed"
-
 // CardFetchTimeout bounds the fetch of an agent card by POST
 // /v1/agents/import.
 const CardFetchTimeout = 10 * time.Second
@@ -69,7 +65,7 @@ func (s *Server) importAgent(w *recorder, r *http.Request) {
 	}
 	a, err := a2acard.ToAgent(card, b.CardURL)
 	if err != nil {
-		refused(fieldError("cardUrl", "%s", err.Error()))
+		refused(cardError(r.Context(), err))
 		return
 	}
 	s.register(w, r.WithContext(audit.WithVia(r.Context(), "import")), a)
@@ -116,12 +112,12 @@ func cardError(ctx context.Context, err error) *apiError {
 	switch {
 	case errors.Is(err, netguard.ErrNotAllowed):
 		return refusedCardURL(err)
-	case errors.Is(err, a2acard.ErrInvalidCard):
-		return fieldError("cardUrl", "%s", err.Error())
 	case ctx.Err() != nil:
 		return describe(ctx.Err())
 	}
-	e := errorf(http.StatusBadGateway, CodeCardFetchFailed, "%s", err.Error())
-	e.cause = err
+	e := describe(err)
+	if errors.Is(err, a2acard.ErrInvalidCard) {
+		e.details = map[string]string{"field": "cardUrl"}
+	}
 	return e
 }

@@ -120,9 +120,9 @@ func TestImportAgentErrors(t *testing.T) {
 		{"huge", registerToken, map[string]any{"cardUrl": huge.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "over"},
 		{"garbage", registerToken, map[string]any{"cardUrl": garbage.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "not a JSON object"},
 		{"no JSON-RPC interface", registerToken, map[string]any{"cardUrl": grpcOnly.URL}, http.StatusBadRequest, apierr.CodeInvalidArgument, "JSON-RPC"},
-		{"not found", registerToken, map[string]any{"cardUrl": missing.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, "status 404"},
-		{"redirect not followed", registerToken, map[string]any{"cardUrl": redirect.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, "status 302"},
-		{"unreachable", registerToken, map[string]any{"cardUrl": closed.URL}, http.StatusBadGateway, httpserver.CodeCardFetchFailed, ""},
+		{"not found", registerToken, map[string]any{"cardUrl": missing.URL}, http.StatusBadGateway, a2acard.CodeCardFetchFailed, "status 404"},
+		{"redirect not followed", registerToken, map[string]any{"cardUrl": redirect.URL}, http.StatusBadGateway, a2acard.CodeCardFetchFailed, "status 302"},
+		{"unreachable", registerToken, map[string]any{"cardUrl": closed.URL}, http.StatusBadGateway, a2acard.CodeCardFetchFailed, ""},
 		{"card endpoint refused by the registry", registerToken, map[string]any{"cardUrl": refusedEndpoint.URL}, http.StatusBadRequest, registry.CodeEndpointNotAllowed, "endpoint"},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
@@ -37,7 +38,10 @@ const (
 // carries. A described error whose code is not here (a delegation
 // transport failure, say) is as internal as an undescribed one: a 500.
 var statusOf = map[string]int{
-	apierr.CodeInvalidArgument:        http.StatusBadRequest,
+	apierr.CodeInvalidArgument: http.StatusBadRequest,
+	// The agent card of an import could not be fetched: the mesh's
+	// upstream failed.
+	a2acard.CodeCardFetchFailed:       http.StatusBadGateway,
 	registry.CodeEndpointNotAllowed:   http.StatusBadRequest,
 	apierr.CodeUnauthenticated:        http.StatusUnauthorized,
 	apierr.CodePermissionDenied:       http.StatusForbidden,

@@ -71,6 +71,33 @@ func Errorf(sentinel *Error, format string, args ...any) *Error {
 	}
 }
 
+// Wrap is [Errorf] for an error that has a cause of its own: the detail
+// is the formatted text, then ": " and cause's text (cause's text alone
+// when format is ""), and the error wraps cause too, so errors.Is and
+// errors.As still find another package's error in it. Describe it as the
+// sentinel with that detail; show cause's text only when it is safe to.
+func Wrap(sentinel *Error, cause error, format string, args ...any) error {
+	detail := cause.Error()
+	if format != "" {
+		detail = fmt.Sprintf(format, args...) + ": " + detail
+	}
+	return &causedError{detail: Errorf(sentinel, "%s", detail), cause: cause}
+}
+
+// causedError is the error of Wrap.
+type causedError struct {
+	detail *Error
+	cause  error
+}
+
+func (e *causedError) Error() string { return e.detail.Error() }
+
+// Describe returns the code and message of the error with detail.
+func (e *causedError) Describe() (code, message string) { return e.detail.Describe() }
+
+// Unwrap returns the error with detail, then its cause.
+func (e *causedError) Unwrap() []error { return []error{e.detail, e.cause} }
+
 // Error returns "<pkg>: <message>".
 func (e *Error) Error() string { return e.pkg + ": " + e.message }
 

@@ -87,3 +87,21 @@ func TestJoin(t *testing.T) {
 		t.Error("a join holding an internal error must be internal")
 	}
 }
+
+func TestWrapKeepsTheCause(t *testing.T) {
+	cause := fmt.Errorf("dial: %w", context.DeadlineExceeded)
+	err := apierr.Wrap(errMissing, cause, "fetching %s", "w1")
+	if got, want := err.Error(), "widgets: widget not found: fetching w1: dial: context deadline exceeded"; got != want {
+		t.Errorf("Error = %q, want %q", got, want)
+	}
+	if !errors.Is(err, errMissing) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Error("Wrap must match its sentinel and its cause")
+	}
+	code, msg, ok := apierr.Describe(err)
+	if code != "not_found" || msg != "widget not found: fetching w1: dial: context deadline exceeded" || !ok {
+		t.Errorf("Describe = %q, %q, %v: the sentinel's code, not the cause's", code, msg, ok)
+	}
+	if _, msg, _ := apierr.Describe(apierr.Wrap(errMissing, cause, "")); msg != "widget not found: dial: context deadline exceeded" {
+		t.Errorf("without a format the detail is the cause's text: %q", msg)
+	}
+}
