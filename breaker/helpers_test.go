@@ -9,30 +9,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 )
 
 // t0 is the fake clock's starting time.
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // clock is a fake clock that moves only when told to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = clocktest.Clock
 
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return clocktest.New(t0) }
 
 var errBoom = errors.New("boom")
 

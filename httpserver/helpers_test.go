@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -46,22 +47,7 @@ func testTokens() []httpserver.Token {
 }
 
 // clock is a settable clock for the rate limiters.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type clock = clocktest.Clock
 
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer struct {
@@ -113,7 +99,7 @@ type envConfig struct {
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
+	e := &env{t: t, clock: clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
 
 	var (
 		rstore registry.Store

@@ -17,30 +17,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // clock is a settable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = clocktest.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return clocktest.New(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)) }
 
 // stores are the backends the Manager tests run against.
 var stores = map[string]func(t *testing.T) session.Store{
@@ -141,24 +127,24 @@ func TestSlidingTTL(t *testing.T) {
 	s := start(t, m, "alice")
 	assert.Equal(t, t0.Add(30*time.Minute), s.ExpiresAt)
 
-	clk.Add(20 * time.Minute)
+	clk.Advance(20 * time.Minute)
 	s, err := m.AppendTurns(t.Context(), s.ID, userTurn("still here"))
 	require.NoError(t, err)
 	assert.Equal(t, t0.Add(50*time.Minute), s.ExpiresAt, "a turn slides the expiry to now + TTL")
 	assert.Equal(t, t0.Add(20*time.Minute), s.TurnHistory[0].Timestamp, "a zero timestamp becomes now")
 
 	// Other changes do not slide it.
-	clk.Add(10 * time.Minute)
+	clk.Advance(10 * time.Minute)
 	s, err = m.SetWorkflowState(t.Context(), s.ID, map[string]any{"step": 2})
 	require.NoError(t, err)
 	assert.Equal(t, t0.Add(50*time.Minute), s.ExpiresAt)
 	assert.Equal(t, t0.Add(30*time.Minute), s.UpdatedAt)
 
-	clk.Add(19*time.Minute + 59*time.Second)
+	clk.Advance(19*time.Minute + 59*time.Second)
 	_, err = m.Active(t.Context(), "alice")
 	require.NoError(t, err, "a second before expiry")
 
-	clk.Add(time.Second) // exactly at ExpiresAt: gone
+	clk.Advance(time.Second) // exactly at ExpiresAt: gone
 	_, err = m.Active(t.Context(), "alice")
 	assert.ErrorIs(t, err, session.ErrExpired)
 	assert.ErrorIs(t, err, session.ErrNotFound, "expired counts as not found")
@@ -188,7 +174,7 @@ func TestExpiredSessionIsClosedAbandoned(t *testing.T) {
 	clk := newClock()
 	m, store := newManager(t, clk, &session.Options{TTL: time.Minute})
 	s := start(t, m, "alice")
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	_, created, err := m.GetOrCreate(t.Context(), session.Params{UserID: "alice"})
 	require.NoError(t, err)
 	require.True(t, created)
@@ -249,7 +235,7 @@ func TestAppendTurns(t *testing.T) {
 	assert.ErrorIs(t, err, session.ErrNotFound)
 
 	// With no turns, it only slides the expiry.
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	s, err = m.AppendTurns(t.Context(), s.ID)
 	require.NoError(t, err)
 	assert.Len(t, s.TurnHistory, 2)
@@ -324,7 +310,7 @@ func TestCloseSession(t *testing.T) {
 			s := start(t, m, "alice")
 			_, err := m.SetClarification(t.Context(), s.ID, "hr", "leave?")
 			require.NoError(t, err)
-			clk.Add(time.Minute)
+			clk.Advance(time.Minute)
 			closed, err := m.CloseSession(t.Context(), s.ID, st)
 			require.NoError(t, err)
 			assert.Equal(t, st, closed.Status)
@@ -355,7 +341,7 @@ func TestCloseSession(t *testing.T) {
 			assert.True(t, created)
 			assert.NotEqual(t, s.ID, next.ID)
 
-			clk.Add(time.Hour)
+			clk.Advance(time.Hour)
 			_, err = m.Get(t.Context(), s.ID)
 			assert.ErrorIs(t, err, session.ErrExpired, "past its retention")
 		})
@@ -400,7 +386,7 @@ func TestResume(t *testing.T) {
 	})
 
 	// alice has moved on to another conversation meanwhile.
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	current := start(t, m, "alice")
 
 	r, err := m.Resume(t.Context(), prior.ID, "alice")
@@ -443,7 +429,7 @@ func TestResume(t *testing.T) {
 
 	_, err = m.Resume(t.Context(), "missing", "alice")
 	assert.ErrorIs(t, err, session.ErrNotFound)
-	clk.Add(session.DefaultRetention)
+	clk.Advance(session.DefaultRetention)
 	_, err = m.Resume(t.Context(), prior.ID, "alice")
 	assert.ErrorIs(t, err, session.ErrExpired, "a session past its retention cannot be resumed")
 }
@@ -515,7 +501,7 @@ func TestClarification(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &want, got.PendingClarification, "stored with the session")
 
-	clk.Add(5*time.Minute - time.Second)
+	clk.Advance(5*time.Minute - time.Second)
 	c, err = m.TakeClarification(t.Context(), s.ID)
 	require.NoError(t, err)
 	assert.Equal(t, &want, c)
@@ -526,7 +512,7 @@ func TestClarification(t *testing.T) {
 	// A clarification that lapsed is hidden from reads and not returned.
 	_, err = m.SetClarification(t.Context(), s.ID, "it", "laptop?")
 	require.NoError(t, err)
-	clk.Add(5 * time.Minute)
+	clk.Advance(5 * time.Minute)
 	got, err = m.Get(t.Context(), s.ID)
 	require.NoError(t, err)
 	assert.Nil(t, got.PendingClarification, "a lapsed clarification is not shown")
@@ -579,7 +565,7 @@ func TestWorkflowStateAndUpdate(t *testing.T) {
 
 	// Update keeps the fields it does not own.
 	before := s
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	s, err = m.Update(t.Context(), s.ID, func(x *session.Session) error {
 		x.ID, x.UserID, x.Status = "other", "mallory", session.StatusCompleted
 		x.ExpiresAt = time.Time{}
@@ -613,10 +599,10 @@ func TestSweep(t *testing.T) {
 	b := start(t, m, "b")
 	_, err := m.CloseSession(t.Context(), b.ID, session.StatusCompleted) // kept an hour
 	require.NoError(t, err)
-	clk.Add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	c := start(t, m, "c")
 
-	clk.Add(30 * time.Second) // a expired; c has 30 s left
+	clk.Advance(30 * time.Second) // a expired; c has 30 s left
 	n, err := m.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
@@ -629,7 +615,7 @@ func TestSweep(t *testing.T) {
 	_, err = m.Active(t.Context(), "a")
 	assert.ErrorIs(t, err, session.ErrNotFound)
 
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	n, err = m.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "c expired, b past its retention")
@@ -642,7 +628,7 @@ func TestSweeperGoroutine(t *testing.T) {
 	m, err := session.NewManager(store, &session.Options{Now: clk.Now, SweepInterval: time.Millisecond, TTL: time.Minute})
 	require.NoError(t, err)
 	s := start(t, m, "alice")
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	require.Eventually(t, func() bool {
 		_, err := store.GetSession(t.Context(), s.ID)
 		return errors.Is(err, session.ErrNotFound)
@@ -657,7 +643,7 @@ func TestSweeperGoroutine(t *testing.T) {
 
 	// After Close the sweeper is gone but the Manager works.
 	s = start(t, m, "bob")
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	time.Sleep(10 * time.Millisecond)
 	_, err = store.GetSession(t.Context(), s.ID)
 	assert.NoError(t, err, "no sweeping after Close")
