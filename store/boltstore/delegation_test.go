@@ -429,17 +429,7 @@ func TestPutDelegationsRejectsBadRecords(t *testing.T) {
 func TestOpenCreatesDelegationBuckets(t *testing.T) {
 	// A store made before the delegation buckets existed has an empty
 	// delegations bucket; Open adds them without a schema change.
-	path := writeFile(t, populated(t, 2))
-	db, err := bbolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
-		if err := tx.DeleteBucket(bucketDelegations); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucket(bucketDelegations)
-		return err
-	}))
-	require.NoError(t, db.Close())
+	path := fileWithEmptyBucket(t, 2, bucketDelegations)
 
 	s, err := Open(path, nil)
 	require.NoError(t, err)

@@ -458,6 +458,25 @@ func TestOpenFailedMigrationChangesNothing(t *testing.T) {
 	require.ErrorContains(t, err, "no migration from schema version 1")
 }
 
+// fileWithEmptyBucket writes a store of n agents whose bucket is empty, as
+// a file made before that bucket held anything (its nested buckets and
+// counts included) has it, and returns its path.
+func fileWithEmptyBucket(t *testing.T, n int, bucket []byte) string {
+	t.Helper()
+	path := writeFile(t, populated(t, n))
+	db, err := bbolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		if err := tx.DeleteBucket(bucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(bucket)
+		return err
+	}))
+	require.NoError(t, db.Close())
+	return path
+}
+
 func TestOpenCreatesMissingBuckets(t *testing.T) {
 	path := writeFile(t, populated(t, 2))
 	db, err := bbolt.Open(path, 0o600, nil)
@@ -479,17 +498,7 @@ func TestOpenCreatesMissingBuckets(t *testing.T) {
 // and checks that it opens at the same schema version, keeps its records,
 // and then keeps an audit log.
 func TestOpenFileFromBeforeTheAuditLog(t *testing.T) {
-	path := writeFile(t, populated(t, 3))
-	db, err := bbolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
-		if err := tx.DeleteBucket(bucketAudit); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucket(bucketAudit) // as version 1 created it: empty
-		return err
-	}))
-	require.NoError(t, db.Close())
+	path := fileWithEmptyBucket(t, 3, bucketAudit) // as version 1 created it
 
 	s, err := Open(path, nil)
 	require.NoError(t, err)

@@ -151,17 +151,7 @@ func TestSessionsSurviveReopen(t *testing.T) {
 func TestOpenCreatesSessionBuckets(t *testing.T) {
 	// A store made before the session buckets existed has an empty
 	// sessions bucket; Open adds them without a schema change.
-	path := writeFile(t, populated(t, 2))
-	db, err := bbolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
-		if err := tx.DeleteBucket(bucketSessions); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucket(bucketSessions)
-		return err
-	}))
-	require.NoError(t, db.Close())
+	path := fileWithEmptyBucket(t, 2, bucketSessions)
 
 	s, err := Open(path, nil)
 	require.NoError(t, err)
