@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"net/http"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 )
 
 // TestE2EEtcdReplicaKilledMidDelegation: two `serve` replicas over one
@@ -22,11 +19,8 @@ import (
 // instead of running forever.
 func TestE2EEtcdReplicaKilledMidDelegation(t *testing.T) {
 	t.Parallel()
-	srv, err := etcdtest.Start(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(srv.Close) // after the processes: cleanups run last first
 	agents := newAgents(t)
-	spec := serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", strings.Join(srv.Endpoints, ","), "--allow-private-endpoints"}}
+	spec := serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", startEtcd(t), "--allow-private-endpoints"}}
 	a, b := startServe(t, spec), startServe(t, spec)
 
 	r := a.client().do("POST", "/v1/agents", agentJSON("stall-agent", agents.url("/stall"), "stall"))

@@ -18,10 +18,7 @@ import (
 // Both stop cleanly.
 func TestE2EEtcdReplicas(t *testing.T) {
 	t.Parallel()
-	srv, err := etcdtest.Start(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(srv.Close) // after the processes: cleanups run last first
-	spec := serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", strings.Join(srv.Endpoints, ",")}}
+	spec := serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", startEtcd(t)}}
 	a, b := startServe(t, spec), startServe(t, spec)
 	a.stderr.wait(t, time.Second, "the etcd store", func(l string) bool {
 		return strings.Contains(l, `"msg":"store opened"`) && strings.Contains(l, `"store":"etcd"`)
@@ -63,10 +60,7 @@ func TestE2EEtcdReplicas(t *testing.T) {
 // configured through the environment.
 func TestE2EStdioEtcd(t *testing.T) {
 	t.Parallel()
-	srv, err := etcdtest.Start(t.TempDir())
-	require.NoError(t, err)
-	t.Cleanup(srv.Close) // after the processes: cleanups run last first
-	endpoints := strings.Join(srv.Endpoints, ",")
+	endpoints := startEtcd(t)
 	p := startServe(t, serveSpec{token: "t", args: []string{"--store", "etcd", "--etcd-endpoints", endpoints}})
 
 	s := startStdio(t, nil, "--store", "etcd", "--etcd-endpoints", endpoints)
@@ -98,4 +92,15 @@ func TestE2EStdioEtcd(t *testing.T) {
 	assert.ElementsMatch(t, []string{"budget-agent", "travel-agent"}, names)
 	s.close(t)
 	p.stop()
+}
+
+// startEtcd starts an embedded etcd for the test and returns its client
+// endpoints as --etcd-endpoints takes them. It stops after the test's
+// processes (cleanups run last first).
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	srv, err := etcdtest.Start(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	return strings.Join(srv.Endpoints, ",")
 }
