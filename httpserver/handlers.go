@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -20,6 +21,7 @@ import (
 func (s *Server) routes(metrics bool) {
 	s.handle("GET /health", authNone, "", s.health)
 	s.handle("GET /health/deep", authScope, ScopeRead, s.healthDeep)
+	s.handle("GET /health/ready", authNone, "", s.healthReady)
 	if metrics {
 		s.handle("GET /metrics", authNone, "", func(w *recorder, r *http.Request) {
 			s.metrics.handler.ServeHTTP(w, r)
@@ -66,6 +68,21 @@ func (s *Server) health(w *recorder, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(healthOK)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(healthOK)
+}
+
+// healthReady serves GET /health/ready: 200 {"status":"ready"} once the
+// mesh can answer every request, else 503 unavailable with Retry-After
+// and what it waits for. GET /health stays liveness: 200 while the
+// process serves.
+func (s *Server) healthReady(w *recorder, r *http.Request) {
+	if s.ready != nil {
+		if err := s.ready(r.Context()); err != nil {
+			w.Header().Set("Retry-After", "1")
+			s.fail(w, errorf(http.StatusServiceUnavailable, apierr.CodeUnavailable, "not ready: %s", err.Error()))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // DeepHealth is the body of GET /health/deep.

@@ -70,8 +70,11 @@ func routingError(w http.ResponseWriter, err error) *apiError {
 	if errors.Is(err, routing.ErrUnavailable) {
 		ra := routing.DefaultRetryAfter
 		var ue *routing.UnavailableError
-		if errors.As(err, &ue) && ue.RetryAfter > 0 {
+		switch {
+		case errors.As(err, &ue) && ue.RetryAfter > 0:
 			ra = ue.RetryAfter
+		case errors.Is(err, routing.ErrNotReady):
+			ra = time.Second // the first model is a training away
 		}
 		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((ra+time.Second-1)/time.Second)), 10))
 	}

@@ -122,6 +122,13 @@ type Options struct {
 	// (a cheap read; it gets a 2 s deadline). Nil means not checked.
 	StorePing func(ctx context.Context) error
 
+	// Ready reports whether the mesh can answer every request, for GET
+	// /health/ready (no token; for load balancers and readiness probes):
+	// nil when it can, else an error whose text, safe to show, says what
+	// it waits for (the router learning its first agents, say). Nil means
+	// ready whenever the server runs.
+	Ready func(ctx context.Context) error
+
 	// Breakers reports the circuit breakers for GET /health/deep. Nil
 	// means none are reported.
 	Breakers BreakerStates
@@ -217,6 +224,7 @@ type Server struct {
 	metrics   *httpMetrics
 
 	storePing  func(context.Context) error
+	ready      func(context.Context) error
 	breakers   BreakerStates
 	reloadErr  func() error
 	reloadFunc func(context.Context) (any, error)
@@ -263,6 +271,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 		log:        o.Logger,
 		now:        o.Now,
 		storePing:  o.StorePing,
+		ready:      o.Ready,
 		breakers:   o.Breakers,
 		reloadErr:  o.LastReloadError,
 		reloadFunc: o.Reload,

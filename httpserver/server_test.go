@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,34 @@ func TestHealth(t *testing.T) {
 	r = e.do(req{Method: http.MethodHead, Path: "/health"})
 	assert.Equal(t, http.StatusOK, r.Status)
 	assert.Empty(t, r.Body)
+}
+
+// /health/ready needs no token and says 503 unavailable, with what the
+// mesh waits for and a Retry-After, until Options.Ready says ready;
+// /health stays 200 (liveness) meanwhile.
+func TestHealthReady(t *testing.T) {
+	r := newEnv(t, envConfig{}).get("/health/ready", "")
+	require.Equal(t, http.StatusOK, r.Status, "no Ready hook: ready while serving")
+	assert.JSONEq(t, `{"status":"ready"}`, string(r.Body))
+
+	var learning atomic.Bool
+	learning.Store(true)
+	e := newEnv(t, envConfig{opts: func(o *httpserver.Options) {
+		o.Ready = func(context.Context) error {
+			if learning.Load() {
+				return errors.New("the router is still learning the agents")
+			}
+			return nil
+		}
+	}})
+	r = e.get("/health/ready", "")
+	er := expectError(t, r, http.StatusServiceUnavailable, "unavailable")
+	assert.Equal(t, "not ready: the router is still learning the agents", er.Error)
+	assert.Equal(t, "1", r.Header.Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, e.get("/health", "").Status, "liveness is not readiness")
+
+	learning.Store(false)
+	assert.Equal(t, http.StatusOK, e.get("/health/ready", "").Status)
 }
 
 func TestSecurityHeadersEverywhere(t *testing.T) {

@@ -70,6 +70,11 @@ var (
 	// ErrNoAgents: there is no agent to route to — no candidate and no
 	// default agent (or all of them are stale).
 	ErrNoAgents = apierr.New(pkg, apierr.CodeUnavailable, "no agents to classify against")
+	// ErrNotReady: the classifier has agents it has not learned yet (it is
+	// training its first model). The router answers it as unavailable, to
+	// be retried in a second, rather than falling back. errors.Is
+	// reports it as [ErrUnavailable] too.
+	ErrNotReady = apierr.Errorf(ErrUnavailable, "the classifier is still learning the agents")
 	// ErrClosed: the classifier was closed.
 	ErrClosed = apierr.New(pkg, apierr.CodeUnavailable, "classifier closed")
 )

@@ -26,6 +26,8 @@ const (
 	// DefaultDebounce is how long the background trainer waits for more
 	// registry changes before it retrains.
 	DefaultDebounce = 200 * time.Millisecond
+	// DefaultReadyWait is how long Classify waits for the first model.
+	DefaultReadyWait = 5 * time.Second
 )
 
 // LexicalOptions configure a [Lexical] classifier. A nil *LexicalOptions,
@@ -50,6 +52,15 @@ type LexicalOptions struct {
 	// changes (a reload of the agent directory) costs one training. Zero
 	// means [DefaultDebounce]; negative means no wait.
 	Debounce time.Duration
+
+	// ReadyWait is how long Classify waits for the first model when the
+	// classifier has agents it has not learned yet (the first
+	// registrations, the agent directory loading): it trains at once,
+	// without the debounce, and answers from the model when it is ready,
+	// or fails with [ErrNotReady] after ReadyWait. Once there is a model,
+	// it serves until the next one replaces it, and Classify never waits.
+	// Zero means [DefaultReadyWait]; negative means no wait.
+	ReadyWait time.Duration
 
 	// Logger receives training events (Debug) and training failures
 	// (Error). Nil means discard.
@@ -99,6 +110,7 @@ type Lexical struct {
 	trainErr   error  // error of that training, if it failed
 	trained    chan struct{}
 	kick       chan struct{}
+	hurry      chan struct{} // ends the debounce: a Classify waits for the first model
 	stop       chan struct{} // closed by Close
 	done       chan struct{} // closed when the trainer goroutine exits
 	cancels    []func()
@@ -160,6 +172,7 @@ func (l *Lexical) initLocked() {
 		l.live = make(map[string]*agentLive)
 		l.trained = make(chan struct{})
 		l.kick = make(chan struct{}, 1)
+		l.hurry = make(chan struct{}, 1)
 		l.stop = make(chan struct{})
 		l.done = make(chan struct{})
 	}
@@ -343,6 +356,8 @@ func (l *Lexical) run() {
 			case <-l.stop:
 				t.Stop()
 				return
+			case <-l.hurry:
+				t.Stop()
 			case <-t.C:
 			}
 		}
@@ -495,14 +510,11 @@ func (l *Lexical) Classify(ctx context.Context, text string) (Classification, er
 		return Classification{}, err
 	}
 	m := l.model.Load()
-	if m == nil {
-		l.mu.Lock()
-		closed := l.closed
-		l.mu.Unlock()
-		if closed {
-			return Classification{}, ErrClosed
+	if m.empty() {
+		var err error
+		if m, err = l.firstModel(ctx); err != nil {
+			return Classification{}, err
 		}
-		return Classification{}, ErrNoAgents
 	}
 	sc, _ := l.scratch.Get().(*classifyScratch)
 	if sc == nil {
@@ -510,6 +522,77 @@ func (l *Lexical) Classify(ctx context.Context, text string) (Classification, er
 	}
 	defer l.scratch.Put(sc)
 	return m.classify(text, l.now(), sc, &l.opts)
+}
+
+// firstModel waits, up to ReadyWait, for the first model of a classifier
+// that has agents but has not learned them yet, hurrying the background
+// trainer past its debounce. Without agents it returns [ErrNoAgents]; when
+// the wait is over, [ErrNotReady].
+func (l *Lexical) firstModel(ctx context.Context) (*lexModel, error) {
+	wait := l.opts.ReadyWait
+	if wait == 0 {
+		wait = DefaultReadyWait
+	}
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		l.mu.Lock()
+		closed, running, trained := l.closed, l.running, l.trained
+		learned := l.learnedLocked()
+		l.mu.Unlock()
+		if m := l.model.Load(); !m.empty() {
+			return m, nil
+		}
+		switch {
+		case closed:
+			return nil, ErrClosed
+		case learned:
+			return nil, ErrNoAgents // nothing (usable) to learn
+		case !running || timeout == nil:
+			return nil, ErrNotReady
+		}
+		select {
+		case l.hurry <- struct{}{}:
+		default:
+		}
+		select {
+		case <-trained:
+		case <-timeout:
+			return nil, ErrNotReady
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Ready reports whether Classify answers without waiting: the classifier
+// has a model of its agents, or has nothing to learn (no agents, or none
+// with words to learn from). It is false before the first [Lexical.Follow]
+// or [Lexical.Reset], and after Close.
+func (l *Lexical) Ready() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.agents == nil {
+		return false
+	}
+	return !l.model.Load().empty() || l.learnedLocked()
+}
+
+// learnedLocked reports whether the classifier has nothing left to learn
+// for a first model: no agents, or a training of the current agents that
+// succeeded (and found nothing to learn when the model is empty). l.mu
+// must be held.
+func (l *Lexical) learnedLocked() bool {
+	return len(l.agents) == 0 || l.trainedGen == l.gen && l.trainErr == nil
+}
+
+// empty reports whether m is no model or one learned from no agent.
+func (m *lexModel) empty() bool {
+	return m == nil || len(m.classes) == 0 && m.defaultName == ""
 }
 
 // classify implements Classify on one model.

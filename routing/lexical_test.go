@@ -278,6 +278,60 @@ func TestLexicalFollowRegistry(t *testing.T) {
 	assert.NotEqual(t, "news", lexClassify(t, l, "latest news headlines").AgentID)
 }
 
+// The first agents of an empty mesh are routed to from the first request:
+// Classify does not answer "no agents" while the first model trains, it
+// hurries the training past the debounce and waits for it.
+func TestLexicalFirstModelIsWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	reg, err := registry.New(ctx, memstore.New(), nil)
+	require.NoError(t, err)
+	defer reg.Close()
+	l := routing.NewLexical(&routing.LexicalOptions{Debounce: time.Hour})
+	defer l.Close()
+	defer l.Follow(reg)()
+	assert.True(t, l.Ready(), "nothing to learn: ready")
+	_, err = l.Classify(ctx, "play some jazz")
+	assert.ErrorIs(t, err, routing.ErrNoAgents)
+
+	_, _, err = reg.Register(ctx, registry.Agent{Name: "music", Endpoint: "https://music.example.com/task",
+		Description: "Plays songs", Examples: []string{"play some jazz", "play my workout playlist", "next song please"}})
+	require.NoError(t, err)
+	// The registry's event reaches the classifier shortly after.
+	require.Eventually(t, func() bool { return !l.Ready() }, 5*time.Second, time.Millisecond, "an agent not learned yet")
+	start := time.Now()
+	c, err := l.Classify(ctx, "play some jazz music")
+	require.NoError(t, err)
+	assert.Equal(t, "music", c.AgentID)
+	assert.Less(t, time.Since(start), time.Minute, "the hour of debounce was cut short")
+	assert.True(t, l.Ready())
+}
+
+// Past ReadyWait, a classifier that has not learned its first agents
+// says so with ErrNotReady (unavailable), and a cancelled wait with the
+// context's error.
+func TestLexicalNotReady(t *testing.T) {
+	ctx := context.Background()
+	reg, err := registry.New(ctx, memstore.New(), nil)
+	require.NoError(t, err)
+	defer reg.Close()
+	l := routing.NewLexical(&routing.LexicalOptions{Debounce: time.Hour, ReadyWait: -1})
+	defer l.Close()
+	defer l.Follow(reg)()
+	_, _, err = reg.Register(ctx, registry.Agent{Name: "music", Endpoint: "https://music.example.com/task",
+		Description: "Plays songs", Examples: []string{"play some jazz"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !l.Ready() }, 5*time.Second, time.Millisecond)
+	_, err = l.Classify(ctx, "play some jazz")
+	require.ErrorIs(t, err, routing.ErrNotReady)
+	assert.ErrorIs(t, err, routing.ErrUnavailable)
+	assert.False(t, l.Ready())
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = l.Classify(canceled, "play some jazz")
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
 func TestLexicalStaleAgents(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex

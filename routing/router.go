@@ -504,6 +504,11 @@ func (r *Router) decide(ctx context.Context, t *turn) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, ErrNotReady) {
+			// Falling back would misroute every request of a mesh that
+			// is still learning its agents: the caller retries instead.
+			return err
+		}
 		t.cls = Classification{DetectedLanguage: localeLanguage(t.req.Locale), Entities: map[string]any{}}
 		t.dec = Decision{
 			Action: ActionFallback,

@@ -648,6 +648,19 @@ func TestRouterClassifierErrorFallsBack(t *testing.T) {
 	assert.Equal(t, map[string]any{}, resp.Classification.Entities)
 }
 
+// A classifier still learning its first model is not a classifier
+// failure: the request is refused as unavailable (to be retried), never
+// sent to the default agent, and nothing is dispatched.
+func TestRouterNotReadyIsUnavailable(t *testing.T) {
+	e := newRouterEnv(t, envConfig{})
+	e.cls.setErr(ErrNotReady)
+	_, err := e.router.Handle(e.ctx, Request{Input: "budget", UserID: "ann"})
+	require.ErrorIs(t, err, ErrNotReady)
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.Zero(t, e.helpdesk.calls.Load(), "no fallback to the default agent")
+	assert.Zero(t, e.finance.calls.Load())
+}
+
 func TestRouterSessionAgentGone(t *testing.T) {
 	e := newRouterEnv(t, envConfig{})
 	first := e.handle(Request{Input: "budget", UserID: "max"})

@@ -24,10 +24,16 @@ func TestE2ERouting(t *testing.T) {
 		},
 	})
 	c := p.client()
-
+	// The first request, right after start: the router has learned the
+	// agent directory (it waits for its first model), so this is a real
+	// classification, never classifier_error; /health/ready agrees.
 	r := c.do(http.MethodPost, "/v1/request", map[string]any{"input": "I need a refund for last month", "user_id": "ann"})
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
 	first := r.obj(t)
+	assert.NotEqual(t, "classifier_error", first["reason"], "%s", r)
+	ready := p.as("").do(http.MethodGet, "/health/ready", nil)
+	assert.Equal(t, http.StatusOK, ready.status, "%s", ready)
+	assert.Equal(t, "ready", ready.obj(t)["status"], "%s", ready)
 	agent, _ := first["agent_id"].(string)
 	require.NotEmpty(t, agent, "%s", r)
 	assert.Contains(t, []any{"route", "fallback"}, first["decision"], "%s", r)

@@ -318,6 +318,7 @@ func (l *localMesh) tryHold(ctx context.Context) (*holding, error) {
 		Logger:         l.log,
 		NoMetricsRoute: true,
 		StorePing:      httpserver.PingStore(m.Store()),
+		Ready:          m.ready,
 		Breakers:       m.Breakers(),
 		CardClient:     m.Policy().NewClient(nil),
 	}

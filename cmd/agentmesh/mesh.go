@@ -251,3 +251,17 @@ func (m *mesh) close(ctx context.Context) error {
 	}
 	return err
 }
+
+// errLearning is what /health/ready waits for while the router learns its
+// first agents.
+var errLearning = errors.New("the router is still learning the agents")
+
+// ready is httpserver.Options.Ready: the store is open and the registry
+// loaded once the mesh exists; with routing on, the router must also have
+// learned its agents.
+func (m *mesh) ready(context.Context) error {
+	if lex := m.Lexical(); lex != nil && !lex.Ready() {
+		return errLearning
+	}
+	return nil
+}

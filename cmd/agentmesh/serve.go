@@ -204,6 +204,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Metrics:        promReg,
 		Audit:          m.obs.auditLog(),
 		StorePing:      httpserver.PingStore(m.Store()),
+		Ready:          m.ready,
 		Breakers:       m.Breakers(),
 		Reload:         reload,
 		CardClient:     m.Policy().NewClient(nil), // POST /v1/agents/import
