@@ -194,6 +194,8 @@ func registerInputSchema() (*jsonschema.Schema, error) {
 		at(enum(registry.AuthNone, registry.AuthBearer, registry.AuthHeader), "auth", "type"),
 		at(maxLen(registry.MaxAuthTokenLen), "auth", "token"),
 		at(intRange(0, registry.MaxTTLSeconds), "ttlSeconds"),
+		at(intRange(0, 1), "confidenceThreshold"),
+		at(maxLen(registry.MaxClarificationContextLen), "clarificationContext"),
 	)
 }
 

@@ -40,7 +40,7 @@ var wantAnnotations = map[string]mcp.ToolAnnotations{
 // Required and optional arguments of SPEC 7 (plus displayName,
 // requiredResources and sourceAgent, which the HTTP API also takes).
 var wantArgs = map[string]struct{ required, optional []string }{
-	mcpserver.ToolRegister:      {[]string{"name", "description", "capabilities", "endpoint"}, []string{"displayName", "protocol", "examples", "resources", "labels", "auth", "ttlSeconds"}},
+	mcpserver.ToolRegister:      {[]string{"name", "description", "capabilities", "endpoint"}, []string{"displayName", "protocol", "examples", "resources", "labels", "auth", "ttlSeconds", "isDefault", "confidenceThreshold", "clarificationRequired", "clarificationContext"}},
 	mcpserver.ToolDiscover:      {[]string{"query"}, []string{"limit", "labels", "requiredResources"}},
 	mcpserver.ToolUnregister:    {[]string{"name"}, nil},
 	mcpserver.ToolDelegate:      {[]string{"task"}, []string{"targetName", "query", "context", "requiredResources", "sourceAgent", "async", "timeoutMs"}},

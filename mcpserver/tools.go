@@ -238,6 +238,11 @@ func (t *tools) register(ctx context.Context, in RegisterArgs) (*mcp.CallToolRes
 		Protocol:     registry.Protocol(in.Protocol),
 		Labels:       in.Labels,
 		TTLSeconds:   in.TTLSeconds,
+
+		IsDefault:             in.IsDefault,
+		ConfidenceThreshold:   in.ConfidenceThreshold,
+		ClarificationRequired: in.ClarificationRequired,
+		ClarificationContext:  in.ClarificationContext,
 	}
 	for _, r := range in.Resources {
 		a.Resources = append(a.Resources, registry.Resource(r))

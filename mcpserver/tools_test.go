@@ -45,6 +45,39 @@ func registerArgs(name, endpoint string) map[string]any {
 	return map[string]any{"name": name, "description": "Budgets and cost centers", "capabilities": []string{"budget"}, "endpoint": endpoint}
 }
 
+// mesh_register takes every routing field of the agent record, with the
+// registry's rules: at most one default agent, whose threshold is 0.
+func TestRegisterRoutingFields(t *testing.T) {
+	e := newEnv(t, nil)
+	args := registerArgs("helpdesk", e.urls["finance"])
+	args["isDefault"] = true
+	args["confidenceThreshold"] = 0.9 // the default's is always 0
+	var got mcpserver.RegisterResult
+	ok(t, e.call(mcpserver.ToolRegister, args), &got)
+	assert.True(t, got.Agent.IsDefault)
+	require.NotNil(t, got.Agent.ConfidenceThreshold)
+	assert.Zero(t, *got.Agent.ConfidenceThreshold)
+
+	args = registerArgs("hr", e.urls["finance"])
+	args["confidenceThreshold"] = 0.8
+	args["clarificationRequired"] = true
+	args["clarificationContext"] = "Is this about leave or payroll?"
+	args["examples"] = []string{"how many vacation days do I have"}
+	ok(t, e.call(mcpserver.ToolRegister, args), &got)
+	stored, err := e.reg.Get(context.Background(), "hr")
+	require.NoError(t, err)
+	assert.Equal(t, 0.8, stored.Threshold())
+	assert.True(t, stored.ClarificationRequired)
+	assert.Equal(t, "Is this about leave or payroll?", stored.ClarificationContext)
+	assert.False(t, stored.IsDefault)
+
+	e.checkBad(mcpserver.ToolRegister, []badArgs{
+		{"a second default", with(registerArgs("other", e.urls["finance"]), "isDefault", true), "conflict", []string{"default"}},
+		{"threshold above 1", with(registerArgs("a", "http://a.example.com"), "confidenceThreshold", 1.5), "invalid_argument", []string{"confidenceThreshold"}},
+		{"clarification too long", with(registerArgs("a", "http://a.example.com"), "clarificationContext", strings.Repeat("x", 501)), "invalid_argument", []string{"clarificationContext"}},
+	})
+}
+
 func TestRegister(t *testing.T) {
 	e := newEnv(t, nil, registry.Agent{Name: "hr", Description: "file agent", Capabilities: []string{"hr"}, Endpoint: "http://127.0.0.1:9/task", Source: registry.SourceFile})
 

@@ -29,6 +29,12 @@ type RegisterArgs struct {
 	Labels       map[string]string `json:"labels,omitempty" jsonschema:"Free-form labels (lowercase keys), for filtering discovery and listings."`
 	Auth         *AuthArg          `json:"auth,omitempty" jsonschema:"How the mesh authenticates to the agent. The token is stored but never returned."`
 	TTLSeconds   int               `json:"ttlSeconds,omitempty" jsonschema:"0 (default) means the agent never expires; otherwise 5 to 86400: without re-registration within this many seconds the agent is marked stale and left out of discovery, and it is removed after 3 more TTLs."`
+
+	// Routing: how mesh_route and the orchestrator treat the agent.
+	IsDefault             bool     `json:"isDefault,omitempty" jsonschema:"The default agent takes the messages no other agent is confident about. At most one agent is the default: registering a second one fails with conflict."`
+	ConfidenceThreshold   *float64 `json:"confidenceThreshold,omitempty" jsonschema:"Classification confidence (0 to 1) needed to route a message to this agent; default 0.7, always 0 for the default agent."`
+	ClarificationRequired bool     `json:"clarificationRequired,omitempty" jsonschema:"Ask the user a clarifying question before routing an uncertain message to this agent."`
+	ClarificationContext  string   `json:"clarificationContext,omitempty" jsonschema:"The question (or its context) asked when clarification is required."`
 }
 
 // ResourceArg is a resource of [RegisterArgs].
