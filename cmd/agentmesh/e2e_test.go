@@ -1339,3 +1339,27 @@ func TestE2EServeGracePeriodExpires(t *testing.T) {
 	assert.NotEmpty(t, rec["code"], "%s", r)
 	p.stop()
 }
+
+// TestE2EStdioRoutingWithoutYAML: a stdio mesh with no agent directory
+// routes among agents registered with mesh_register, the default agent
+// included, from the first mesh_route after the registrations (the
+// classifier waits for its first model instead of failing).
+func TestE2EStdioRoutingWithoutYAML(t *testing.T) {
+	t.Parallel()
+	a := newAgents(t)
+	s := startStdio(t, nil, "--db", filepath.Join(t.TempDir(), "mesh.db"))
+	defer s.close(t)
+	callTool(t, s.cs, "mesh_register", map[string]any{
+		"name": "general", "description": "Answers anything else.", "capabilities": []string{"general"},
+		"endpoint": a.url("/sync"), "isDefault": true,
+	})
+	callTool(t, s.cs, "mesh_register", map[string]any{
+		"name": "billing", "description": "Explains invoices and refunds.", "capabilities": []string{"billing", "refund"},
+		"endpoint": a.url("/sync"), "examples": []string{"I need a refund for last month", "why was I charged twice"},
+	})
+	for input, want := range map[string]string{"I need a refund for last month": "billing", "what is the weather on Mars": "general"} {
+		out := callTool(t, s.cs, "mesh_route", map[string]any{"input": input})
+		assert.NotEqual(t, "classifier_error", out["reason"], "%s: %v", input, out)
+		assert.Equal(t, want, out["agent_id"], "%s: %v", input, out)
+	}
+}
