@@ -103,11 +103,7 @@ func jsonError(err error) *apiError {
 		}
 		return fieldError(typ.Field, "invalid %s: must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	}
-	// encoding/json reports an unknown field with no type to read the
-	// name from; checkKeys refuses unknown keys before decoding, so this
-	// is a fallback.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
+	if name, ok := unknownField(err); ok {
 		return fieldError(name, "unknown field %q", name)
 	}
 	return badRequest("malformed JSON: %v", err)
@@ -183,8 +179,8 @@ func (l *resourceList) decode(b []byte, field string) error {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&obj); err != nil {
 			msg := "must be a string or an object {\"uri\": …}"
-			if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-				msg = "unknown field " + name
+			if name, ok := unknownField(err); ok {
+				msg = "unknown field " + strconv.Quote(name)
 			}
 			return &fieldDecodeError{elem(field, i), msg}
 		}
@@ -206,4 +202,13 @@ type requiredResourceList []string
 
 func (l *requiredResourceList) UnmarshalJSON(b []byte) error {
 	return (*resourceList)(l).decode(b, "requiredResources")
+}
+
+// unknownField returns the field a Decoder with DisallowUnknownFields
+// refused. encoding/json reports it with no type to read the name from,
+// so its text is read: the one place that reads encoding/json's words
+// (checkKeys refuses unknown keys before decoding; this is a fallback).
+func unknownField(err error) (string, bool) {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	return strings.Trim(name, `"`), ok
 }
