@@ -242,6 +242,18 @@ export async function startAgent({ token }) {
 // ---------------------------------------------------------------- serve
 
 // freePort returns a TCP port that was free a moment ago on 127.0.0.1.
+// callbackAnswer waits for the mesh's answer to the agent's callback of
+// delegation id: the record can be final (and read) a moment before the
+// agent has the HTTP response of its own callback.
+export async function callbackAnswer(agent, id, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const cb = agent.callbacks.find((c) => c.id === id);
+    if (cb || Date.now() > deadline) return cb;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 export async function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
@@ -591,7 +603,7 @@ export async function mcpFlow(client, { tools, agent, agentToken, suffix, asyncC
       assert.equal(rec.status, 'completed', `record: ${JSON.stringify(rec)}; callbacks: ${JSON.stringify(agent.callbacks)}`);
       assert.equal(rec.result, 'async done: do this async');
       assert.equal(rec.async, true);
-      assert.deepEqual(agent.callbacks.find((c) => c.id === acc.id), { id: acc.id, status: 200 }, 'the callback was accepted');
+      assert.deepEqual(await callbackAnswer(agent, acc.id), { id: acc.id, status: 200 }, 'the callback was accepted');
     });
   }
 

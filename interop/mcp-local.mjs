@@ -15,7 +15,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
-import { binaryPath, callErr, callOk, log, main, onCleanup, onFailure, startAgent, startServe, step, trackPid } from './lib.mjs';
+import { binaryPath, callbackAnswer, callErr, callOk, log, main, onCleanup, onFailure, startAgent, startServe, step, trackPid } from './lib.mjs';
 
 // startHost starts one stdio agentmesh as an MCP host would and returns
 // its connected client, its pid and kill().
@@ -92,7 +92,7 @@ await main(
       const got = await callOk(c.client, 'mesh_get_delegation', { id: rec.id, waitSeconds: 10 });
       assert.equal(got.status, 'completed', JSON.stringify(got));
       assert.equal(got.result, 'async done: async job');
-      assert.ok(agent.callbacks.some((cb) => cb.id === rec.id && cb.status === 200), 'the callback was accepted');
+      assert.deepEqual(await callbackAnswer(agent, rec.id), { id: rec.id, status: 200 }, 'the callback was accepted');
     });
 
     await step('SIGKILL A (the holder); B and C keep working', async () => {
