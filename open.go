@@ -35,10 +35,6 @@ var (
 	_ Store = (*boltstore.Store)(nil)
 )
 
-// sessionSweepInterval is how often the routing sessions that expired are
-// deleted.
-const sessionSweepInterval = time.Minute
-
 // Options configures [Open]. A nil *Options, like the zero value of every
 // field, means the documented default: a mesh in memory (nothing is
 // persisted), without routing, that allows agent endpoints on private
@@ -284,10 +280,9 @@ func Open(ctx context.Context, opts *Options) (m *Mesh, err error) {
 func (m *Mesh) openRouting(ro RoutingOptions, log *slog.Logger) error {
 	var err error
 	m.sessions, err = session.NewManager(m.store, &session.Options{
-		TTL:           ro.SessionTTL,
-		MaxTurns:      ro.SessionMaxTurns,
-		SweepInterval: sessionSweepInterval,
-		Logger:        log,
+		TTL:      ro.SessionTTL,
+		MaxTurns: ro.SessionMaxTurns,
+		Logger:   log,
 	})
 	if err != nil {
 		return err
