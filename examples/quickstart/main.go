@@ -619,7 +619,7 @@ func startMesh(ctx context.Context, dbPath string, logger *slog.Logger) (m *mesh
 		Policy:    policy,
 		PublicURL: m.url, // agents post async results to <url>/v1/delegations/<id>/result
 		Logger:    logger,
-		// Routing (SPEC 5): sessions in the same store, the lexical
+		// Routing: sessions in the same store, the lexical
 		// classifier following the registry (it retrains in the background
 		// on every change), and the router dispatching through the
 		// delegation client.
