@@ -18,6 +18,7 @@ func NewWithSeams(ctx context.Context, dir registry.Subscriber, store Store, opt
 // Internals under test.
 var (
 	DecodeResult  = decodeResult
+	DecodeReply   = decodeReply
 	DecodeOutcome = decodeOutcome
 	RetryAfter    = func(v string, now time.Time) time.Duration { return retryafter.Parse(v, now, maxRetryAfter) }
 	Jitter        = jitter

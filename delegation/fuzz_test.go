@@ -3,6 +3,7 @@ package delegation_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -92,4 +93,30 @@ func FuzzDecodeOutcome(f *testing.F) {
 			t.Fatalf("accepted invalid result %q", out.Result)
 		}
 	})
+}
+
+// An http agent's conversation fields, next to result: decodeReply keeps
+// the result as it is and reports them as an AgentResponse; a reply
+// without them has none.
+func TestDecodeReplyConversationFields(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want *delegation.AgentResponse
+	}{
+		{`{"result":"done"}`, nil},
+		{`{"result":{"workflow":1}}`, nil},
+		{`"workflowComplete"`, nil},
+		{`{"result":"done","workflowComplete":true}`, &delegation.AgentResponse{Content: "done", WorkflowComplete: true}},
+		{`{"result":{"content":"hi"},"workflowState":{"step":2}}`, &delegation.AgentResponse{Content: "hi", WorkflowState: map[string]any{"step": float64(2)}}},
+		{`{"result":{"total":3},"workflowComplete":false}`, &delegation.AgentResponse{Content: `{"total":3}`}},
+		{`{"result":"x","workflowComplete":"yes"}`, nil}, // not a bool: ignored, the result stays
+	} {
+		r := delegation.DecodeReply([]byte(tc.body))
+		if !jsonEqual(delegation.DecodeResult([]byte(tc.body)), r.Result) {
+			t.Errorf("%s: Result = %s, want what DecodeResult gives", tc.body, r.Result)
+		}
+		if got, want := fmt.Sprint(r.Response), fmt.Sprint(tc.want); got != want {
+			t.Errorf("%s: Response = %s, want %s", tc.body, got, want)
+		}
+	}
 }

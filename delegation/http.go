@@ -136,7 +136,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 		if err != nil {
 			return Reply{}, bodyError(ctx, err)
 		}
-		return Reply{Result: decodeResult(body)}, nil
+		return decodeReply(body), nil
 	case http.StatusAccepted:
 		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // let the connection be reused
 		return Reply{Accepted: true}, nil
@@ -228,6 +228,49 @@ func decodeResult(body []byte) json.RawMessage {
 		}
 	}
 	return trimmed
+}
+
+// decodeReply is the Reply of an http agent's 200: its result
+// ([decodeResult]) and, when the body is an object with a top-level
+// workflowComplete or workflowState next to result, the conversation the
+// agent reports, as the AgentResponse the router reads: Content is the
+// result's text, WorkflowComplete ends the session, WorkflowState
+// replaces the session's state.
+func decodeReply(body []byte) Reply {
+	r := Reply{Result: decodeResult(body)}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !bytes.Contains(trimmed, []byte(`"workflow`)) {
+		return r // the common reply: no conversation fields, no second decoding
+	}
+	var conv struct {
+		WorkflowComplete *bool          `json:"workflowComplete"`
+		WorkflowState    map[string]any `json:"workflowState"`
+	}
+	if json.Unmarshal(trimmed, &conv) != nil || conv.WorkflowComplete == nil && conv.WorkflowState == nil {
+		return r
+	}
+	r.Response = &AgentResponse{
+		Content:          resultText(r.Result),
+		WorkflowComplete: conv.WorkflowComplete != nil && *conv.WorkflowComplete,
+		WorkflowState:    conv.WorkflowState,
+	}
+	return r
+}
+
+// resultText is the text of a result: a JSON string unquoted, the
+// "content" string of an object that has one, else the JSON itself.
+func resultText(result json.RawMessage) string {
+	var s string
+	if json.Unmarshal(result, &s) == nil {
+		return s
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if json.Unmarshal(result, &obj) == nil && obj.Content != nil {
+		return *obj.Content
+	}
+	return string(result)
 }
 
 // resultField returns the raw value of the top-level key "result" of a

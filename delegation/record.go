@@ -45,9 +45,10 @@ func (s Status) Valid() bool {
 	return s.Final()
 }
 
-// AgentResponse is the reply of an MCP agent's handle_message tool (SPEC
-// 4.2). The delegation result is its Content; the whole response is kept on
-// the record.
+// AgentResponse is the reply of an MCP agent's handle_message tool, or
+// the conversation fields of an http agent's reply (workflowComplete and
+// workflowState next to result, Content then being the result's text).
+// The whole response is kept on the record.
 type AgentResponse struct {
 	Content          string         `json:"content"`
 	WorkflowComplete bool           `json:"workflow_complete"`

@@ -84,7 +84,8 @@ type Reply struct {
 	Accepted bool
 	// Result is the result value (JSON).
 	Result json.RawMessage
-	// Response is the AgentResponse of an MCP agent.
+	// Response is the AgentResponse of an MCP agent, or of an http agent
+	// whose reply carries workflowComplete or workflowState.
 	Response *AgentResponse
 	// NeedsInput is true when the agent asks a question instead of
 	// finishing (A2A input-required).

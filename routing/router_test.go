@@ -106,6 +106,8 @@ type httpAgent struct {
 	calls atomic.Int64
 	// result, if set, is the whole JSON result value.
 	result atomic.Pointer[string]
+	// body, if set, is the whole reply body.
+	body atomic.Pointer[string]
 }
 
 func newHTTPAgent(t *testing.T, name string) *httpAgent {
@@ -121,6 +123,10 @@ func newHTTPAgent(t *testing.T, name string) *httpAgent {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if b := a.body.Load(); b != nil {
+			fmt.Fprint(w, *b)
+			return
+		}
 		if res := a.result.Load(); res != nil {
 			fmt.Fprintf(w, `{"result":%s}`, *res)
 			return
@@ -722,6 +728,31 @@ func TestRouterHTTPAgentResponseObject(t *testing.T) {
 	e.finance.result.Store(&other)
 	resp = e.handle(Request{Input: "budget"})
 	assert.JSONEq(t, `{"total":3}`, resp.Response, "other JSON is passed as its text")
+}
+
+// An http agent ends the conversation and sets its state with top-level
+// workflowComplete and workflowState next to its result.
+func TestRouterHTTPAgentConversationFields(t *testing.T) {
+	e := newRouterEnv(t, envConfig{})
+	body := `{"result":"Booked for Friday.","workflowState":{"step":2}}`
+	e.finance.body.Store(&body)
+	resp := e.handle(Request{Input: "budget", UserID: "pia"})
+	assert.Equal(t, "Booked for Friday.", resp.Response)
+	assert.False(t, resp.WorkflowComplete)
+	s, err := e.sessions.Get(e.ctx, resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, session.StatusActive, s.Status, "a state alone keeps the session going")
+	assert.Equal(t, map[string]any{"step": float64(2)}, s.WorkflowState)
+
+	body = `{"result":{"content":"All done."},"workflowComplete":true,"workflowState":{"step":3}}`
+	e.finance.body.Store(&body)
+	resp = e.handle(Request{Input: "budget", UserID: "pia"})
+	assert.Equal(t, "All done.", resp.Response)
+	assert.True(t, resp.WorkflowComplete)
+	s, err = e.sessions.Get(e.ctx, resp.SessionID)
+	require.NoError(t, err)
+	assert.Equal(t, session.StatusCompleted, s.Status)
+	assert.Equal(t, map[string]any{"step": float64(3)}, s.WorkflowState)
 }
 
 func TestRouterValidation(t *testing.T) {
