@@ -33,13 +33,17 @@ const maxRetryAfter = time.Hour
 //
 // It POSTs {delegationId, task, context, callbackUrl?} as JSON to the
 // agent's endpoint (callbackUrl when the message has one, as a [Client]
-// gives every delegation) with Content-Type, X-Mesh-Delegation-Id,
+// gives every delegation; a routed message adds session {id, turns,
+// workflowState}, user {id, employeeId, displayName}, locale, entryPoint
+// and metadata) with Content-Type, X-Mesh-Delegation-Id,
 // User-Agent (agentmesh/<version>) and the agent's auth header, and reads
 // the reply:
 //
 //   - 200: the result is the body's "result" value if the body is a JSON
 //     object with that key, else the whole JSON body; a body that is not
-//     JSON is a string result. A body over MaxResultBytes fails with code
+//     JSON is a string result. Top-level workflowComplete and
+//     workflowState next to result are the conversation's (the record's
+//     Response). A body over MaxResultBytes fails with code
 //     response_too_large.
 //   - 202: accepted; the agent will call back.
 //   - anything else, redirects included (they are never followed): a
@@ -80,12 +84,66 @@ func newHTTPTransport(client *http.Client, prop propagation.TextMapPropagator) *
 	}
 }
 
-// taskBody is the request body of POST /task.
+// taskBody is the request body of POST /task. A routed message (one with
+// a Turn) adds the conversation: session, user, locale, entryPoint and
+// metadata, which agents that do not know them ignore.
 type taskBody struct {
 	DelegationID string         `json:"delegationId"`
 	Task         string         `json:"task"`
 	Context      map[string]any `json:"context"`
 	CallbackURL  string         `json:"callbackUrl,omitempty"`
+	Session      *taskSession   `json:"session,omitempty"`
+	User         *taskUser      `json:"user,omitempty"`
+	Locale       string         `json:"locale,omitempty"`
+	EntryPoint   string         `json:"entryPoint,omitempty"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
+}
+
+// taskSession is the session of a routed message: its id, its turns
+// before this message (oldest first, at most the session's cap) and the
+// state the agent last returned.
+type taskSession struct {
+	ID            string         `json:"id"`
+	Turns         []taskTurn     `json:"turns"`
+	WorkflowState map[string]any `json:"workflowState"`
+}
+
+// taskTurn is one turn of a taskSession.
+type taskTurn struct {
+	Role    string `json:"role"` // user or agent
+	Content string `json:"content"`
+	Time    string `json:"time,omitempty"` // RFC 3339
+}
+
+// taskUser is who sent a routed message.
+type taskUser struct {
+	ID          string `json:"id,omitempty"`
+	EmployeeID  string `json:"employeeId,omitempty"`
+	DisplayName string `json:"displayName,omitempty"`
+}
+
+// newTaskBody is the POST /task body of msg.
+func newTaskBody(msg Message) taskBody {
+	b := taskBody{DelegationID: msg.DelegationID, Task: msg.Task, Context: msg.Context, CallbackURL: msg.CallbackURL}
+	tr := msg.Turn
+	if tr == nil {
+		return b
+	}
+	if tr.SessionID != "" {
+		s := &taskSession{ID: tr.SessionID, Turns: make([]taskTurn, len(tr.History)), WorkflowState: tr.WorkflowState}
+		for i, e := range tr.History {
+			s.Turns[i] = taskTurn{Role: e.Role, Content: e.Content, Time: e.Timestamp}
+		}
+		if s.WorkflowState == nil {
+			s.WorkflowState = map[string]any{}
+		}
+		b.Session = s
+	}
+	if tr.UserID != "" || tr.EmployeeID != "" || tr.DisplayName != "" {
+		b.User = &taskUser{ID: tr.UserID, EmployeeID: tr.EmployeeID, DisplayName: tr.DisplayName}
+	}
+	b.Locale, b.EntryPoint, b.Metadata = tr.Locale, tr.EntryPoint, tr.Metadata
+	return b
 }
 
 // Send implements [Transport].
@@ -95,12 +153,7 @@ func (t *HTTPTransport) Send(ctx context.Context, a registry.Agent, msg Message)
 	}
 	// The body is not pooled: the http.Transport may still be reading it
 	// after Do returns (a reply that comes before the body is written).
-	body, err := json.Marshal(taskBody{
-		DelegationID: msg.DelegationID,
-		Task:         msg.Task,
-		Context:      msg.Context,
-		CallbackURL:  msg.CallbackURL,
-	})
+	body, err := json.Marshal(newTaskBody(msg))
 	if err != nil {
 		return Reply{}, &TransportError{Code: apierr.CodeInvalidArgument, Message: "the task does not encode as JSON", Err: err}
 	}

@@ -58,6 +58,12 @@ type Message struct {
 // agent's handle_message tool. Plain delegations leave it nil
 // and the transport sends empty session fields.
 type Turn struct {
+	// UserID, Locale and EntryPoint are the routed request's; the http
+	// transport sends them (handle_message has no field for them).
+	UserID     string `json:"-"`
+	Locale     string `json:"-"`
+	EntryPoint string `json:"-"`
+
 	SessionID        string         `json:"session_id"`
 	EmployeeID       string         `json:"employee_id"`
 	DisplayName      string         `json:"display_name"`

@@ -246,6 +246,9 @@ func (r *Router) turnFor(t *turn) *delegation.Turn {
 		display = employee
 	}
 	return &delegation.Turn{
+		UserID:           t.user,
+		Locale:           t.req.Locale,
+		EntryPoint:       t.req.EntryPoint,
 		EmployeeID:       employee,
 		DisplayName:      display,
 		IntentSummary:    t.cls.IntentSummary,

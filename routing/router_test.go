@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -108,6 +109,8 @@ type httpAgent struct {
 	result atomic.Pointer[string]
 	// body, if set, is the whole reply body.
 	body atomic.Pointer[string]
+	// last is the body of the last POST /task.
+	last atomic.Pointer[map[string]any]
 }
 
 func newHTTPAgent(t *testing.T, name string) *httpAgent {
@@ -117,7 +120,11 @@ func newHTTPAgent(t *testing.T, name string) *httpAgent {
 		var body struct {
 			Task string `json:"task"`
 		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &body)
+		var all map[string]any
+		_ = json.Unmarshal(raw, &all)
+		a.last.Store(&all)
 		if a.fail.Load() {
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
@@ -728,6 +735,41 @@ func TestRouterHTTPAgentResponseObject(t *testing.T) {
 	e.finance.result.Store(&other)
 	resp = e.handle(Request{Input: "budget"})
 	assert.JSONEq(t, `{"total":3}`, resp.Response, "other JSON is passed as its text")
+}
+
+// A routed message reaches an http agent with its conversation: the
+// session (id, earlier turns, state), the user, locale and metadata, as
+// fields next to the task that older agents ignore.
+func TestRouterHTTPAgentGetsTheConversation(t *testing.T) {
+	e := newRouterEnv(t, envConfig{})
+	first := e.handle(Request{Input: "What is the budget?", UserID: "quinn", Locale: "fr-CA", EntryPoint: "slack", Metadata: map[string]any{"channel": "c1"}})
+	got := *e.finance.last.Load()
+	assert.Equal(t, "What is the budget?", got["task"])
+	assert.Equal(t, map[string]any{"id": first.SessionID, "turns": []any{}, "workflowState": map[string]any{}}, got["session"], "the first turn: no earlier turns")
+	assert.Equal(t, map[string]any{"id": "quinn", "employeeId": "quinn", "displayName": "quinn"}, got["user"])
+	assert.Equal(t, "fr-CA", got["locale"])
+	assert.Equal(t, "slack", got["entryPoint"])
+	assert.Equal(t, map[string]any{"channel": "c1"}, got["metadata"])
+
+	e.handle(Request{Input: "and for next year?", UserID: "quinn"})
+	got = *e.finance.last.Load()
+	sess, _ := got["session"].(map[string]any)
+	require.NotNil(t, sess, "%v", got)
+	assert.Equal(t, first.SessionID, sess["id"], "the same conversation")
+	turns, _ := sess["turns"].([]any)
+	require.Len(t, turns, 2, "the first message and its answer: %v", sess)
+	assert.Equal(t, "user", turns[0].(map[string]any)["role"])
+	assert.Equal(t, "What is the budget?", turns[0].(map[string]any)["content"])
+	assert.Equal(t, "agent", turns[1].(map[string]any)["role"])
+	assert.NotEmpty(t, turns[1].(map[string]any)["time"])
+
+	// A plain delegation carries none of it.
+	_, err := e.del.Delegate(e.ctx, delegation.Request{Target: "finance", Task: "plain"})
+	require.NoError(t, err)
+	got = *e.finance.last.Load()
+	for _, k := range []string{"session", "user", "locale", "entryPoint", "metadata"} {
+		assert.NotContains(t, got, k)
+	}
 }
 
 // An http agent ends the conversation and sets its state with top-level
