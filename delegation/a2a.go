@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -201,22 +202,44 @@ func (t *A2ATransport) serviceParams(agent registry.Agent) (a2aclient.ServicePar
 }
 
 // a2aSendRequest is the SendMessage request of msg: the task as one text
-// part of a user message, the message context as its metadata. Without a
-// delegation id (a Transport used on its own) the message id is random.
+// part of a user message, the message context as its metadata. A routed
+// message's session is the A2A context (contextId), and its conversation
+// (session, user, locale, entryPoint, metadata: what an http agent gets
+// in its POST /task body) is added to the metadata. Without a delegation
+// id (a Transport used on its own) the message id is random.
 func a2aSendRequest(msg Message, tenant string) *a2a.SendMessageRequest {
 	id := msg.DelegationID
 	if id == "" {
 		id = a2a.NewMessageID()
 	}
-	return &a2a.SendMessageRequest{
-		Tenant: tenant,
-		Message: &a2a.Message{
-			ID:       id,
-			Role:     a2a.MessageRoleUser,
-			Parts:    a2a.ContentParts{a2a.NewTextPart(msg.Task)},
-			Metadata: msg.Context, // only encoded: never modified
-		},
+	m := &a2a.Message{
+		ID:       id,
+		Role:     a2a.MessageRoleUser,
+		Parts:    a2a.ContentParts{a2a.NewTextPart(msg.Task)},
+		Metadata: msg.Context, // only encoded: never modified
 	}
+	if msg.Turn != nil {
+		b := newTaskBody(msg)
+		meta := maps.Clone(msg.Context)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		add := func(key string, v any, set bool) {
+			if set {
+				meta[key] = v
+			}
+		}
+		add("session", b.Session, b.Session != nil)
+		add("user", b.User, b.User != nil)
+		add("locale", b.Locale, b.Locale != "")
+		add("entryPoint", b.EntryPoint, b.EntryPoint != "")
+		add("metadata", b.Metadata, len(b.Metadata) > 0)
+		m.Metadata = meta
+		if b.Session != nil {
+			m.ContextID = b.Session.ID
+		}
+	}
+	return &a2a.SendMessageRequest{Tenant: tenant, Message: m}
 }
 
 // await waits for task to reach a state that ends the delegation, polling

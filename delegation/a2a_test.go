@@ -257,6 +257,33 @@ func TestA2AMessageReply(t *testing.T) {
 	assert.JSONEq(t, `"Budget: 42k EUR"`, string(stored.Result))
 }
 
+// A routed message reaches an A2A agent with its session as the A2A
+// contextId and the conversation in the message metadata, next to the
+// mesh's depth and chain.
+func TestA2ARoutedMessageCarriesTheConversation(t *testing.T) {
+	e := newEnv(t, nil)
+	a := newA2ATestAgent(t, replyMessage(a2a.NewTextPart("ok")), a2aAgentOpts{})
+	e.register(a.record("finance"))
+	got := e.delegate(delegation.Request{
+		Target: "finance", Task: "and next year?",
+		Turn: &delegation.Turn{
+			SessionID: "0b8f7c3e-2d2a-4d39-9f43-6f0c1f7f3a11", UserID: "quinn", EmployeeID: "E-7", DisplayName: "Quinn",
+			Locale:  "fr-CA",
+			History: []delegation.TurnEntry{{Role: "user", Content: "What is the budget?", Timestamp: "2026-01-02T03:04:05Z"}},
+		},
+	})
+	require.Equal(t, delegation.StatusCompleted, got.Status, got.Error)
+	m := a.lastExec().Message
+	assert.Equal(t, "0b8f7c3e-2d2a-4d39-9f43-6f0c1f7f3a11", m.ContextID)
+	assert.Equal(t, map[string]any{
+		"depth": 1.0, "chain": []any{},
+		"session": map[string]any{"id": "0b8f7c3e-2d2a-4d39-9f43-6f0c1f7f3a11", "workflowState": map[string]any{},
+			"turns": []any{map[string]any{"role": "user", "content": "What is the budget?", "time": "2026-01-02T03:04:05Z"}}},
+		"user":   map[string]any{"id": "quinn", "employeeId": "E-7", "displayName": "Quinn"},
+		"locale": "fr-CA",
+	}, m.Metadata)
+}
+
 // SPEC 4.3: auth type header sends <headerName>: <token>, on every request
 // (SendMessage and each GetTask).
 func TestA2AHeaderAuthOnEveryRequest(t *testing.T) {
