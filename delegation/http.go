@@ -112,7 +112,8 @@ type taskSession struct {
 type taskTurn struct {
 	Role    string `json:"role"` // user or agent
 	Content string `json:"content"`
-	Time    string `json:"time,omitempty"` // RFC 3339
+	Agent   string `json:"agent,omitempty"` // who answered, for an agent turn
+	Time    string `json:"time,omitempty"`  // RFC 3339
 }
 
 // taskUser is who sent a routed message.
@@ -132,7 +133,7 @@ func newTaskBody(msg Message) taskBody {
 	if tr.SessionID != "" {
 		s := &taskSession{ID: tr.SessionID, Turns: make([]taskTurn, len(tr.History)), WorkflowState: tr.WorkflowState}
 		for i, e := range tr.History {
-			s.Turns[i] = taskTurn{Role: e.Role, Content: e.Content, Time: e.Timestamp}
+			s.Turns[i] = taskTurn{Role: e.Role, Content: e.Content, Agent: e.Agent, Time: e.Timestamp}
 		}
 		if s.WorkflowState == nil {
 			s.WorkflowState = map[string]any{}

@@ -81,6 +81,9 @@ type TurnEntry struct {
 	Content       string `json:"content"`
 	Timestamp     string `json:"timestamp"`
 	IntentSummary string `json:"intent_summary,omitempty"`
+	// Agent is the agent that answered an agent turn. The http transport
+	// sends it; handle_message's turn entries have no such field.
+	Agent string `json:"-"`
 }
 
 // Reply is an agent's answer.

@@ -149,7 +149,7 @@ func (r *Router) record(ctx context.Context, t *turn, sid, agent, answered, cont
 		_, err := r.sessions.SetActiveAgent(ctx, sid, answered)
 		warn("set session agent", err)
 	}
-	_, err := r.sessions.AppendTurns(ctx, sid, session.Turn{Role: session.RoleAgent, Content: content})
+	_, err := r.sessions.AppendTurns(ctx, sid, session.Turn{Role: session.RoleAgent, Content: content, Agent: answered})
 	warn("append agent turn", err)
 	if state != nil {
 		_, err := r.sessions.SetWorkflowState(ctx, sid, state)
@@ -269,6 +269,7 @@ func historyOf(h []session.Turn) []delegation.TurnEntry {
 			Content:       e.Content,
 			Timestamp:     e.Timestamp.UTC().Format(time.RFC3339Nano),
 			IntentSummary: e.IntentSummary,
+			Agent:         e.Agent,
 		})
 	}
 	return out

@@ -761,6 +761,7 @@ func TestRouterHTTPAgentGetsTheConversation(t *testing.T) {
 	assert.Equal(t, "user", turns[0].(map[string]any)["role"])
 	assert.Equal(t, "What is the budget?", turns[0].(map[string]any)["content"])
 	assert.Equal(t, "agent", turns[1].(map[string]any)["role"])
+	assert.Equal(t, "finance", turns[1].(map[string]any)["agent"], "who answered")
 	assert.NotEmpty(t, turns[1].(map[string]any)["time"])
 
 	// A plain delegation carries none of it.

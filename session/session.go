@@ -42,6 +42,8 @@ type Turn struct {
 	Timestamp time.Time `json:"timestamp"`
 	// IntentSummary is the classifier's summary of a user turn, if any.
 	IntentSummary string `json:"intent_summary,omitempty"`
+	// Agent is the agent that answered, for an agent turn.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Clarification is a pending clarification question (SPEC 5.4): the user

@@ -94,7 +94,7 @@ func fullSession(user string) session.Session {
 		ActiveAgent: "finance",
 		TurnHistory: []session.Turn{
 			{Role: session.RoleUser, Content: "What is my budget?\nunicode: café ✓ <b>&</b>", Timestamp: created, IntentSummary: "budget lookup"},
-			{Role: session.RoleAgent, Content: `{"not": "parsed"}`, Timestamp: created.Add(time.Nanosecond)},
+			{Role: session.RoleAgent, Content: `{"not": "parsed"}`, Timestamp: created.Add(time.Nanosecond), Agent: "finance"},
 			{Role: session.RoleUser, Content: "", Timestamp: created.Add(time.Second).In(time.UTC)},
 		},
 		WorkflowState: map[string]any{
@@ -229,6 +229,7 @@ func testSessionRoundTrip(t *testing.T, s session.Store) {
 	assert.Equal(t, full.CreatedAt.Nanosecond(), got.CreatedAt.Nanosecond(), "nanoseconds must survive")
 	assert.Equal(t, "budget lookup", got.TurnHistory[0].IntentSummary)
 	assert.Empty(t, got.TurnHistory[1].IntentSummary)
+	assert.Equal(t, "finance", got.TurnHistory[1].Agent)
 
 	// The fewest fields: no turns, state, clarification or metadata.
 	minimal := activeSession("bob", sessionBase.Add(time.Hour))
