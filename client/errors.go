@@ -111,63 +111,34 @@ func (e *Error) Is(target error) bool {
 	return e.sentinel() == target
 }
 
+// routeSentinels are the library sentinels a reply's code can mean, by
+// route: each describes itself with its code ([apierr.Code]), so the
+// code picks the sentinel.
+var routeSentinels = map[route][]error{
+	routeAgents:      {registry.ErrNotFound, registry.ErrInvalid, registry.ErrEndpointNotAllowed, registry.ErrManagedByFile, registry.ErrDefaultConflict},
+	routeDelegate:    delegationSentinels,
+	routeDelegations: delegationSentinels,
+	routeRequest:     {routing.ErrInvalidRequest, routing.ErrNoDefaultAgent, routing.ErrUnavailable},
+	routeSessions:    {session.ErrNotFound, session.ErrNotActive, session.ErrInvalid},
+}
+
+var delegationSentinels = []error{
+	delegation.ErrNotFound, delegation.ErrInvalid, delegation.ErrNoMatch, delegation.ErrDepthExceeded,
+	delegation.ErrCycle, delegation.ErrResourceNotCovered, delegation.ErrFinal,
+}
+
 // sentinel is the library sentinel e's code means on its route, or nil.
 func (e *Error) sentinel() error {
-	switch e.route {
-	case routeAgents:
-		switch e.Code {
-		case apierr.CodeNotFound:
-			return registry.ErrNotFound
-		case apierr.CodeInvalidArgument:
-			return registry.ErrInvalid
-		case registry.CodeEndpointNotAllowed:
-			return registry.ErrEndpointNotAllowed
-		case registry.CodeManagedByFile:
-			return registry.ErrManagedByFile
-		case apierr.CodeConflict:
-			return registry.ErrDefaultConflict
+	if e.route == routeDiscover && e.Code == apierr.CodeInvalidArgument {
+		// Both discovery sentinels are invalid_argument: the field tells.
+		if detailField(e.Details) == "query" {
+			return discovery.ErrEmptyQuery
 		}
-	case routeDiscover:
-		if e.Code == apierr.CodeInvalidArgument {
-			if detailField(e.Details) == "query" {
-				return discovery.ErrEmptyQuery
-			}
-			return discovery.ErrInvalidQuery
-		}
-	case routeDelegate, routeDelegations:
-		switch e.Code {
-		case apierr.CodeNotFound:
-			return delegation.ErrNotFound
-		case apierr.CodeInvalidArgument:
-			return delegation.ErrInvalid
-		case delegation.CodeNoMatch:
-			return delegation.ErrNoMatch
-		case delegation.CodeDepthExceeded:
-			return delegation.ErrDepthExceeded
-		case delegation.CodeDelegationCycle:
-			return delegation.ErrCycle
-		case delegation.CodeResourceNotCovered:
-			return delegation.ErrResourceNotCovered
-		case apierr.CodeConflict:
-			return delegation.ErrFinal
-		}
-	case routeRequest:
-		switch e.Code {
-		case apierr.CodeInvalidArgument:
-			return routing.ErrInvalidRequest
-		case routing.CodeNoDefaultAgent:
-			return routing.ErrNoDefaultAgent
-		case apierr.CodeUnavailable:
-			return routing.ErrUnavailable
-		}
-	case routeSessions:
-		switch e.Code {
-		case apierr.CodeNotFound:
-			return session.ErrNotFound
-		case apierr.CodeConflict:
-			return session.ErrNotActive
-		case apierr.CodeInvalidArgument:
-			return session.ErrInvalid
+		return discovery.ErrInvalidQuery
+	}
+	for _, s := range routeSentinels[e.route] {
+		if apierr.Code(s) == e.Code {
+			return s
 		}
 	}
 	return nil

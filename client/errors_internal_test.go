@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
@@ -251,4 +252,18 @@ func FuzzDecodeError(f *testing.F) {
 		}
 		_ = errors.Is(e, registry.ErrNotFound) // must not panic
 	})
+}
+
+// Every sentinel of a route describes itself with its own code, so a
+// reply's code picks exactly one.
+func TestRouteSentinelsHaveDistinctCodes(t *testing.T) {
+	for r, sentinels := range routeSentinels {
+		seen := map[string]error{}
+		for _, s := range sentinels {
+			code := apierr.Code(s)
+			require.NotEmpty(t, code, "%v on route %v has no code", s, r)
+			require.NotContains(t, seen, code, "route %v: %v and %v share code %s", r, seen[code], s, code)
+			seen[code] = s
+		}
+	}
 }
