@@ -158,7 +158,14 @@ func TestRegistryLeaseExpiry(t *testing.T) {
 	var skew atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	a := newReplica(t, rs[0], &registry.Options{SweepInterval: -1, Now: now})
-	b := newReplica(t, rs[1], &registry.Options{SweepInterval: -1, Now: now})
+	// B's write hook (the audit of registry changes) is told of the
+	// expiry the store made, with no caller.
+	expired := make(chan registry.Write, 4)
+	b := newReplica(t, rs[1], &registry.Options{SweepInterval: -1, Now: now, OnWrite: func(ctx context.Context, w registry.Write) {
+		if w.Op == registry.OpExpire {
+			expired <- w
+		}
+	}})
 	agent := travelAgent()
 	agent.TTLSeconds = 5
 	_, _, err := a.reg.Register(t.Context(), agent)
@@ -175,6 +182,13 @@ func TestRegistryLeaseExpiry(t *testing.T) {
 		assert.True(t, ev.Expired, "a removal of a stale agent is an expiry")
 		assert.Zero(t, r.reg.Len())
 		assert.Zero(t, r.engine.Len())
+	}
+	select {
+	case w := <-expired:
+		assert.Equal(t, "travel", w.Agent.Name)
+		assert.Equal(t, 5, w.Agent.TTLSeconds)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the store's expiry did not reach OnWrite")
 	}
 }
 
