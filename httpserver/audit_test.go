@@ -136,6 +136,8 @@ func TestAuditRegistrations(t *testing.T) {
 			assert.Equal(t, audit.OutcomeSuccess, regs[0].Outcome)
 			assert.Equal(t, "true", regs[0].Details["created"])
 			assert.Equal(t, "false", regs[1].Details["created"])
+			assert.NotEmpty(t, regs[0].Details["request_id"], "the registry's hook gets the request's id from its context")
+			assert.NotEqual(t, regs[0].Details["request_id"], regs[1].Details["request_id"])
 			assert.Equal(t, "meta", regs[2].Target)
 			assert.Equal(t, audit.OutcomeDenied, regs[2].Outcome)
 			assert.Equal(t, "endpoint_not_allowed", regs[2].Code, "a refused endpoint")
