@@ -203,7 +203,7 @@ func decodeError(status int, h http.Header, body []byte, now time.Time) *Error {
 		e.Message = text
 	}
 	if e.Code == "" {
-		e.Code = codeForStatus(status)
+		e.Code = httpserver.CodeForStatus(status)
 	}
 	if e.Message == "" {
 		e.Message = statusText(status)
@@ -257,34 +257,6 @@ func cleanText(s string) string {
 		s = s[:cut] + "…"
 	}
 	return s
-}
-
-// codeForStatus is the code of a reply that carries none.
-func codeForStatus(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return apierr.CodeUnauthenticated
-	case http.StatusForbidden:
-		return apierr.CodePermissionDenied
-	case http.StatusNotFound:
-		return apierr.CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return httpserver.CodeMethodNotAllowed
-	case http.StatusConflict:
-		return apierr.CodeConflict
-	case http.StatusRequestEntityTooLarge:
-		return httpserver.CodePayloadTooLarge
-	case http.StatusUnsupportedMediaType:
-		return httpserver.CodeUnsupportedMediaType
-	case http.StatusTooManyRequests:
-		return httpserver.CodeRateLimited
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return apierr.CodeUnavailable
-	}
-	if status >= 500 {
-		return apierr.CodeInternal
-	}
-	return apierr.CodeInvalidArgument
 }
 
 // statusText is the message of a reply that carries none.

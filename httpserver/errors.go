@@ -144,9 +144,11 @@ func fieldError(field, format string, args ...any) *apiError {
 	return e
 }
 
-// codeForStatus is the error code of a response status, for errors that
-// come with a status only.
-func codeForStatus(status int) string {
+// CodeForStatus is the error code of a response status, for errors that
+// come with a status only: a plain-text error of a handler mounted on the
+// server, or (in the client package) a reply without our JSON body, such
+// as a proxy's 502.
+func CodeForStatus(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
 		return apierr.CodeUnauthenticated
@@ -164,7 +166,7 @@ func codeForStatus(status int) string {
 		return CodeUnsupportedMediaType
 	case http.StatusTooManyRequests:
 		return CodeRateLimited
-	case http.StatusServiceUnavailable:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return CodeUnavailable
 	}
 	if status >= 500 {

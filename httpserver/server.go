@@ -393,14 +393,14 @@ func (s *Server) answerHeld(w *recorder) {
 	w.holdText, w.heldStatus = false, 0
 	text := strings.TrimSpace(string(w.heldText))
 	if status >= 500 || text == "" {
-		e := errorf(status, codeForStatus(status), "%s", strings.ToLower(http.StatusText(status)))
+		e := errorf(status, CodeForStatus(status), "%s", strings.ToLower(http.StatusText(status)))
 		if text != "" {
 			e.cause = errors.New(text)
 		}
 		s.fail(w, e)
 		return
 	}
-	s.fail(w, errorf(status, codeForStatus(status), "%s", text))
+	s.fail(w, errorf(status, CodeForStatus(status), "%s", text))
 }
 
 // MetricsHandler returns the Prometheus exposition of the server's metrics
