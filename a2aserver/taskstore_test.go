@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +12,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 )
-
-// clock is a manual clock for the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // callerCtx is a context whose call is made by name.
 func callerCtx(name string) context.Context {
@@ -49,8 +32,8 @@ func newTask(id string, state a2a.TaskState, text string) *a2a.Task {
 }
 
 func TestTaskStoreVersionsAndOwners(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
-	s := newTaskStore(time.Hour, 1<<20, clk.now)
+	clk := clocktest.New(time.Unix(1_000_000, 0))
+	s := newTaskStore(time.Hour, 1<<20, clk.Now)
 	alice, bob := callerCtx("alice"), callerCtx("bob")
 
 	v, err := s.Create(alice, newTask("t1", a2a.TaskStateSubmitted, "x"))
@@ -84,8 +67,8 @@ func TestTaskStoreVersionsAndOwners(t *testing.T) {
 }
 
 func TestTaskStoreRetention(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
-	s := newTaskStore(time.Hour, 1<<20, clk.now)
+	clk := clocktest.New(time.Unix(1_000_000, 0))
+	s := newTaskStore(time.Hour, 1<<20, clk.Now)
 	ctx := callerCtx("alice")
 	_, err := s.Create(ctx, newTask("done", a2a.TaskStateCompleted, "x"))
 	require.NoError(t, err)
@@ -94,7 +77,7 @@ func TestTaskStoreRetention(t *testing.T) {
 	_, err = s.Create(ctx, newTask("running", a2a.TaskStateWorking, "x"))
 	require.NoError(t, err)
 
-	clk.add(time.Hour + time.Second)
+	clk.Advance(time.Hour + time.Second)
 	for _, id := range []a2a.TaskID{"done", "asking"} {
 		_, err := s.Get(ctx, id)
 		require.ErrorIs(t, err, a2a.ErrTaskNotFound, "%s is past its retention", id)
@@ -111,14 +94,14 @@ func TestTaskStoreRetention(t *testing.T) {
 }
 
 func TestTaskStoreSizeBound(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
+	clk := clocktest.New(time.Unix(1_000_000, 0))
 	big := strings.Repeat("x", 1000)
-	s := newTaskStore(time.Hour, 3500, clk.now) // room for three tasks
+	s := newTaskStore(time.Hour, 3500, clk.Now) // room for three tasks
 	ctx := callerCtx("alice")
 	_, err := s.Create(ctx, newTask("running", a2a.TaskStateWorking, big))
 	require.NoError(t, err)
 	for i := range 5 {
-		clk.add(time.Second)
+		clk.Advance(time.Second)
 		_, err := s.Create(ctx, newTask(fmt.Sprint("t", i), a2a.TaskStateCompleted, big))
 		require.NoError(t, err)
 	}
@@ -136,11 +119,11 @@ func TestTaskStoreSizeBound(t *testing.T) {
 }
 
 func TestTaskStoreList(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
-	s := newTaskStore(time.Hour, 1<<20, clk.now)
+	clk := clocktest.New(time.Unix(1_000_000, 0))
+	s := newTaskStore(time.Hour, 1<<20, clk.Now)
 	ctx := callerCtx("alice")
 	for i := range 5 {
-		clk.add(time.Second)
+		clk.Advance(time.Second)
 		state := a2a.TaskStateCompleted
 		if i == 2 {
 			state = a2a.TaskStateFailed
@@ -181,8 +164,8 @@ func TestTaskStoreList(t *testing.T) {
 }
 
 func TestTaskStoreKeepsTheLastWrite(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
-	s := newTaskStore(time.Hour, 10, clk.now) // smaller than any task
+	clk := clocktest.New(time.Unix(1_000_000, 0))
+	s := newTaskStore(time.Hour, 10, clk.Now) // smaller than any task
 	ctx := callerCtx("alice")
 	_, err := s.Create(ctx, newTask("t1", a2a.TaskStateSubmitted, "x"))
 	require.NoError(t, err)

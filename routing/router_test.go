@@ -22,29 +22,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
-
-// testClock is a settable clock shared by the sessions, breakers and the
-// router.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // kwRule maps a keyword to a classification.
 type kwRule struct {
@@ -190,7 +172,7 @@ func (a *mcpAgent) calls() []map[string]any {
 type routerEnv struct {
 	t        *testing.T
 	ctx      context.Context
-	clock    *testClock
+	clock    *clocktest.Clock
 	reg      *registry.Registry
 	sessions *session.Manager
 	del      *delegation.Client
@@ -216,7 +198,7 @@ type envConfig struct {
 func newRouterEnv(t *testing.T, cfg envConfig) *routerEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &routerEnv{t: t, ctx: ctx, clock: &testClock{t: time.Now()}}
+	e := &routerEnv{t: t, ctx: ctx, clock: clocktest.New(time.Now())}
 	var err error
 	e.reg, err = registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
 	require.NoError(t, err)
