@@ -432,6 +432,10 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 			if !s.authorize(rec, r, scope) {
 				return
 			}
+			// What the request changes is audited with its caller and
+			// id, wherever the change is made (the registry's write
+			// hook). Routes without a token change nothing audited.
+			r = r.WithContext(audit.WithOrigin(r.Context(), audit.Origin{Actor: rec.identity.Name, RequestID: rec.id}))
 		case authCallback:
 			if _, present := credentials(r); present {
 				if id, ok := s.lookup(r); ok {
@@ -440,9 +444,6 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 				}
 			}
 		}
-		// What the request changes is audited with its caller and id,
-		// wherever the change is made (the registry's write hook).
-		r = r.WithContext(audit.WithOrigin(r.Context(), audit.Origin{Actor: rec.identity.Name, RequestID: rec.id}))
 		h(rec, r)
 	})
 }
