@@ -208,8 +208,7 @@ func handler[In, Out any](t *tools, name string, fn func(context.Context, In) (*
 				return nil, out, &toolError{apierr.CodePermissionDenied, aerr.Error()}
 			}
 		}
-		// What the tool changes is audited as done through MCP.
-		res, out, err = fn(audit.WithVia(ctx, "mcp"), in)
+		res, out, err = fn(ctx, in)
 		if err != nil {
 			te, internal := classify(err)
 			if internal {
@@ -223,6 +222,10 @@ func handler[In, Out any](t *tools, name string, fn func(context.Context, In) (*
 		return res, out, nil
 	}
 }
+
+// viaMCP marks ctx so that the registry change it makes is audited as
+// done through MCP.
+func viaMCP(ctx context.Context) context.Context { return audit.WithVia(ctx, "mcp") }
 
 func (t *tools) register(ctx context.Context, in RegisterArgs) (*mcp.CallToolResult, RegisterResult, error) {
 	if in.Protocol == string(registry.ProtocolInProcess) {
@@ -250,7 +253,7 @@ func (t *tools) register(ctx context.Context, in RegisterArgs) (*mcp.CallToolRes
 	if in.Auth != nil {
 		a.Auth = &registry.Auth{Type: in.Auth.Type, Token: in.Auth.Token, HeaderName: in.Auth.HeaderName}
 	}
-	stored, created, err := t.reg.Register(ctx, a)
+	stored, created, err := t.reg.Register(viaMCP(ctx), a)
 	if err != nil {
 		return nil, RegisterResult{}, err
 	}
@@ -284,7 +287,7 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 }
 
 func (t *tools) unregister(ctx context.Context, in UnregisterArgs) (*mcp.CallToolResult, UnregisterResult, error) {
-	if err := t.reg.Delete(ctx, in.Name); err != nil {
+	if err := t.reg.Delete(viaMCP(ctx), in.Name); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
 			err = &toolError{apierr.CodeNotFound, fmt.Sprintf("no agent named %q", in.Name)}
 		}
