@@ -85,7 +85,7 @@ func RegistryEntry(ctx context.Context, w registry.Write) Entry {
 	default:
 		e.Outcome, e.Code = OutcomeDenied, code
 		if errors.Is(w.Err, registry.ErrEndpointNotAllowed) {
-			e.Details["endpoint_host"] = endpointHost(w.Agent.Endpoint)
+			e.Details["endpoint_host"] = EndpointHost(w.Agent.Endpoint)
 		}
 	}
 	return e
@@ -109,9 +109,10 @@ func (r *Recorder) RegistryWrote(ctx context.Context, w registry.Write) {
 	r.Record(RegistryEntry(ctx, w))
 }
 
-// endpointHost returns the host of an endpoint URL, for audit details
-// (never the path or query, which may carry secrets).
-func endpointHost(raw string) string {
+// EndpointHost returns the host of an endpoint URL, for audit details
+// (never the path or query, which may carry secrets): the form every
+// entry records an endpoint in.
+func EndpointHost(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""

@@ -48,7 +48,7 @@ func (s *Server) importAgent(w *recorder, r *http.Request) {
 	}
 	// refused records and answers a card that could not be imported.
 	refused := func(e *apiError) {
-		details := map[string]string{"via": "import", "card_host": endpointHost(b.CardURL)}
+		details := map[string]string{"via": "import", "card_host": audit.EndpointHost(b.CardURL)}
 		s.auditOutcome(w, audit.ActionAgentRegister, "", e, details)
 		s.fail(w, e)
 	}

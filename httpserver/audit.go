@@ -76,15 +76,6 @@ func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, rea
 	})
 }
 
-// endpointHost returns the host of an endpoint URL, for audit details
-// (never the path or query, which may carry secrets).
-func endpointHost(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return truncate(u.Host, 256)
-}
 
 // listAudit serves GET /v1/audit?limit&since&cursor (scope admin): audit
 // entries newest first. limit defaults to audit.DefaultListLimit and is
