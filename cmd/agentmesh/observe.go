@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/metrics"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
@@ -200,16 +201,11 @@ func (o *observer) routed(ctx context.Context, resp routing.Response, err error)
 		}
 	}
 	if err != nil {
-		e.Outcome = audit.OutcomeFailure
-		switch {
-		case errors.Is(err, routing.ErrUnavailable):
-			e.Code = "unavailable"
-		case errors.Is(err, routing.ErrNoDefaultAgent):
-			e.Code = "no_default_agent"
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			e.Code = "canceled"
-		default:
-			e.Code = "internal"
+		// The code the front-ends answer with (unavailable,
+		// no_default_agent, canceled, timeout), internal for the rest.
+		e.Outcome, e.Code = audit.OutcomeFailure, apierr.Code(err)
+		if e.Code == "" {
+			e.Code = apierr.CodeInternal
 		}
 	}
 	o.audit.Record(e)
