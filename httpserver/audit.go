@@ -76,7 +76,6 @@ func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, rea
 	})
 }
 
-
 // listAudit serves GET /v1/audit?limit&since&cursor (scope admin): audit
 // entries newest first. limit defaults to audit.DefaultListLimit and is
 // capped at audit.MaxListLimit; since (RFC 3339) keeps the entries at or
