@@ -353,7 +353,10 @@ func TestE2ERemoteMode(t *testing.T) {
 	callToolError(t, rm.cs, "mesh_register", map[string]any{
 		"name": "bad", "description": "x", "capabilities": []string{"x"}, "endpoint": "ftp://example.com/",
 	}, "endpoint_not_allowed")
-	callToolError(t, rm.cs, "mesh_route", map[string]any{"input": "hello"}, "unavailable")
+	// Routing is on by default in serve: mesh_route routes among the
+	// server's agents, here its only one.
+	routed := callTool(t, rm.cs, "mesh_route", map[string]any{"input": "repeat hello"})
+	assert.Equal(t, "echo", routed["agent_id"], "%v", routed)
 	callToolError(t, rm.cs, "mesh_delegate", map[string]any{"targetName": "echo", "task": "deep", "context": map[string]any{"depth": 9}}, "depth_exceeded")
 	rm.close(t)
 

@@ -799,13 +799,13 @@ func TestE2EServe(t *testing.T) {
 		cs := connectHTTPMCP(t, p.url+"/mcp", e2eMeshToken)
 		tools, err := cs.ListTools(ctx, nil)
 		require.NoError(t, err)
-		// Without --agents routing is off, so mesh_route and
-		// handle_message are not offered (TestE2ERouting covers them).
+		// Routing is on without --agents too: mesh_route and
+		// handle_message are offered (TestE2ERouting covers them).
 		var names []string
 		for _, tool := range tools.Tools {
 			names = append(names, tool.Name)
 		}
-		assert.ElementsMatch(t, []string{"mesh_delegate", "mesh_discover", "mesh_get_delegation", "mesh_list_agents", "mesh_register", "mesh_unregister"}, names)
+		assert.ElementsMatch(t, []string{"handle_message", "mesh_delegate", "mesh_discover", "mesh_get_delegation", "mesh_list_agents", "mesh_register", "mesh_route", "mesh_unregister"}, names)
 		out := callTool(t, cs, "mesh_list_agents", map[string]any{})
 		assert.NotEmpty(t, out["agents"])
 		out = callTool(t, cs, "mesh_delegate", map[string]any{"targetName": "budget-agent", "task": "over MCP"})

@@ -30,10 +30,8 @@ type meshConfig struct {
 	log          *slog.Logger
 	routing      routingConfig
 	// withRouting builds the routing orchestrator (sessions, classifier,
-	// Router). `serve` enables it only with --agents (SPEC 2.2: routing is
-	// enabled by the agent directory): the lexical classifier retrains on
-	// every registry change, which a discovery-only mesh of thousands of
-	// API-registered agents should not pay for.
+	// Router) over every agent of the registry, whatever its source.
+	// `serve --routing=false` turns it off.
 	withRouting bool
 	// metrics is where the metrics of SPEC 11 are registered (`serve`);
 	// nil means none (the stdio MCP server).

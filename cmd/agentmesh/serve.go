@@ -48,6 +48,7 @@ type serveConfig struct {
 	logLevel        string
 	logFormat       string
 	agentsDir       string
+	routing         bool
 }
 
 func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
@@ -66,6 +67,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
+	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
 	routingFlags(f, &cfg.mesh.routing)
 	return f
 }
@@ -137,7 +139,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.mesh.metrics, cfg.mesh.audit = promReg, true
-	cfg.mesh.withRouting = cfg.agentsDir != "" // SPEC 2.2: routing is enabled by --agents
+	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	shared := cfg.mesh.store == "" || cfg.mesh.store == "bolt"
 	shared = shared && localsock.Supported()
