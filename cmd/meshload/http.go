@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
 )
 
 // newHTTPClient returns the client of one worker: its own transport, so
@@ -106,12 +108,12 @@ func (t *httpTarget) getOp(urls []string) func(worker int) opFunc {
 
 // registerOp posts agent i of gen (named with prefix) to /v1/agents for
 // request i; 200 (replaced) and 201 (created) are successes.
-func (t *httpTarget) registerOp(gen *generator, prefix string) func(worker int) opFunc {
+func (t *httpTarget) registerOp(gen *synthagents.Generator, prefix string) func(worker int) opFunc {
 	return func(int) opFunc {
 		client := newHTTPClient(t.concurrency, t.timeout)
 		u := t.base + "/v1/agents"
 		return func(ctx context.Context, i int) outcome {
-			body, err := json.Marshal(gen.agent(prefix, i))
+			body, err := json.Marshal(gen.Agent(prefix, i, 0))
 			if err != nil {
 				return outcome{key: "error: encode"}
 			}

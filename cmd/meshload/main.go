@@ -30,6 +30,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
 )
 
 func main() {
@@ -207,7 +209,7 @@ const defaultAgents = 10_000
 // execute runs the mode's runs, passing each report to emit as it is
 // made, and returns the exit status.
 func execute(ctx context.Context, cfg *config, emit func(*Report), stderr io.Writer) (int, error) {
-	gen := newGenerator(cfg.seed)
+	gen := synthagents.New(cfg.seed)
 	agents := defaultAgents
 	if cfg.nSet {
 		agents = cfg.n
@@ -335,11 +337,11 @@ func newHTTPTarget(cfg *config) (*httpTarget, error) {
 }
 
 // loadQueries reads -queries, or generates -nqueries queries.
-func loadQueries(cfg *config, gen *generator) ([]string, error) {
+func loadQueries(cfg *config, gen *synthagents.Generator) ([]string, error) {
 	if cfg.queriesFile == "" {
 		qs := make([]string, cfg.nQueries)
 		for i := range qs {
-			qs[i] = gen.query(i)
+			qs[i] = gen.Query(i)
 		}
 		return qs, nil
 	}
@@ -361,7 +363,7 @@ func loadQueries(cfg *config, gen *generator) ([]string, error) {
 
 // runMCP starts the MCP server, seeds it, lets it settle and measures
 // mesh_discover at each concurrency level.
-func runMCP(ctx context.Context, cfg *config, gen *generator, agents int, queries []string, emit func(*Report), stderr io.Writer) (int, error) {
+func runMCP(ctx context.Context, cfg *config, gen *synthagents.Generator, agents int, queries []string, emit func(*Report), stderr io.Writer) (int, error) {
 	argv := strings.Fields(cfg.cmd)
 	var pids []int
 	if cfg.hold {
@@ -400,7 +402,7 @@ func runMCP(ctx context.Context, cfg *config, gen *generator, agents int, querie
 		sp := plan{concurrency: max(cfg.concurrency[0], 8), count: agents}
 		r := runLoad(ctx, sp, func(int) opFunc {
 			return func(ctx context.Context, i int) outcome {
-				return c.callTool(ctx, "mesh_register", gen.agent(cfg.prefix, i))
+				return c.callTool(ctx, "mesh_register", gen.Agent(cfg.prefix, i, 0))
 			}
 		})
 		fmt.Fprintf(stderr, "meshload: registered %d agents with mesh_register in %.1fs (%.0f calls/s, %d errors)\n",

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
 )
 
 // runTakeover measures how long the processes sharing one store take to
@@ -15,7 +17,7 @@ import (
 // kills the holder and times a mesh_register through the front-end, which
 // needs the new holder: the front-end itself, once it has taken the store
 // over. A new front-end is started for the next round.
-func runTakeover(ctx context.Context, cfg *config, gen *generator, stderr io.Writer) (int, error) {
+func runTakeover(ctx context.Context, cfg *config, gen *synthagents.Generator, stderr io.Writer) (int, error) {
 	argv := strings.Fields(cfg.cmd)
 	holder, err := startMCP(ctx, argv, stderr)
 	if err != nil {
@@ -29,14 +31,14 @@ func runTakeover(ctx context.Context, cfg *config, gen *generator, stderr io.Wri
 			return 1, err
 		}
 		// The front-end answers once it has joined the holder.
-		if o := front.callTool(ctx, "mesh_register", gen.agent(cfg.prefix, 2*round)); !o.ok {
+		if o := front.callTool(ctx, "mesh_register", gen.Agent(cfg.prefix, 2*round, 0)); !o.ok {
 			front.close()
 			return 1, fmt.Errorf("round %d: registration through the front-end failed: %s", round, o.key)
 		}
 		_ = holder.cmd.Process.Kill()
 		killed := time.Now()
 		_, _ = holder.cmd.Process.Wait()
-		o := front.callTool(ctx, "mesh_register", gen.agent(cfg.prefix, 2*round+1))
+		o := front.callTool(ctx, "mesh_register", gen.Agent(cfg.prefix, 2*round+1, 0))
 		took := time.Since(killed)
 		if !o.ok {
 			front.close()

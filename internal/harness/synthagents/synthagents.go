@@ -1,10 +1,15 @@
-package main
+// Package synthagents makes synthetic agent registries and queries for load
+// tools and benchmarks (cmd/meshload, the routing benchmarks at scale).
+package synthagents
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 // The synthetic registry: agents that read like the ones people register —
@@ -91,21 +96,23 @@ var capabilityActions = []string{
 	"approval", "forecast", "alerting", "booking", "summary", "tracking", "audit", "routing", "validation",
 }
 
-// generator makes agents and queries for one seed.
-type generator struct {
+// Generator makes agents and queries for one seed.
+type Generator struct {
 	seed uint64
 }
 
-func newGenerator(seed uint64) *generator { return &generator{seed: seed} }
+// New returns the generator of seed.
+func New(seed uint64) *Generator { return &Generator{seed: seed} }
 
 // rng returns the random source of item i of stream (agents, queries).
-func (g *generator) rng(stream, i uint64) *rand.Rand {
+func (g *Generator) rng(stream, i uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(g.seed^stream*0x9e3779b97f4a7c15, i))
 }
 
 const (
-	streamAgents  = 1
-	streamQueries = 2
+	streamAgents   = 1
+	streamQueries  = 2
+	streamExamples = 3
 )
 
 // zipf picks an index in [0, n) with a Zipf(s=1.1, v=2) distribution: index
@@ -114,8 +121,9 @@ func zipf(r *rand.Rand, n int) int {
 	return int(rand.NewZipf(r, 1.1, 2, uint64(n-1)).Uint64())
 }
 
-// agentJSON is the registration body of an agent (SPEC section 1).
-type agentJSON struct {
+// Agent is the registration body of an agent (POST /v1/agents,
+// mesh_register).
+type Agent struct {
 	Name         string            `json:"name"`
 	DisplayName  string            `json:"displayName,omitempty"`
 	Description  string            `json:"description"`
@@ -123,19 +131,15 @@ type agentJSON struct {
 	Endpoint     string            `json:"endpoint"`
 	Protocol     string            `json:"protocol,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	Examples     []string          `json:"examples,omitempty"`
 }
 
-// agent returns synthetic agent i. Its name is prefix-<domain>-<noun>-<i>.
-func (g *generator) agent(prefix string, i int) agentJSON {
+// Agent returns synthetic agent i, with examples example utterances (see
+// [Generator.Examples]). Its name is prefix-<domain>-<noun>-<i>.
+func (g *Generator) Agent(prefix string, i, examples int) Agent {
 	r := g.rng(streamAgents, uint64(i))
 	d := &domains[zipf(r, len(domains))]
-	noun := func() string {
-		if r.IntN(10) < 8 {
-			return d.nouns[zipf(r, len(d.nouns))]
-		}
-		o := &domains[r.IntN(len(domains))] // a neighbouring topic
-		return o.nouns[r.IntN(len(o.nouns))]
-	}
+	noun := func() string { return pickNoun(r, d) }
 	main := noun()
 	var b strings.Builder
 	v := verbs[r.IntN(len(verbs))].s
@@ -164,7 +168,8 @@ func (g *generator) agent(prefix string, i int) agentJSON {
 		}
 	}
 	name := fmt.Sprintf("%s%s-%s-%06d", prefix, d.name, slug(singular(main)), i)
-	return agentJSON{
+	return Agent{
+		Examples:     g.Examples(i, examples),
 		Name:         name,
 		DisplayName:  strings.ToUpper(d.name[:1]) + d.name[1:] + " " + singular(main) + " agent",
 		Description:  b.String(),
@@ -175,9 +180,52 @@ func (g *generator) agent(prefix string, i int) agentJSON {
 	}
 }
 
-// query returns synthetic query i: 2–4 words a user would type, mostly
+// pickNoun picks a noun of d, or now and then of another domain.
+func pickNoun(r *rand.Rand, d *domain) string {
+	if r.IntN(10) < 8 {
+		return d.nouns[zipf(r, len(d.nouns))]
+	}
+	o := &domains[r.IntN(len(domains))] // a neighbouring topic
+	return o.nouns[r.IntN(len(o.nouns))]
+}
+
+// Examples returns n example utterances of agent i: requests a user would
+// type for it, about its main noun or others of its domain. The first k of
+// Examples(i, n) are Examples(i, k), so utterances past an agent's
+// examples are held-out messages for it.
+func (g *Generator) Examples(i, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	r := g.rng(streamAgents, uint64(i))
+	d := &domains[zipf(r, len(domains))]
+	main := pickNoun(r, d)
+	r = g.rng(streamExamples, uint64(i))
+	out := make([]string, n)
+	for j := range out {
+		other := pickNoun(r, d)
+		verb := verbs[r.IntN(len(verbs))].base
+		q := qualifiers[r.IntN(len(qualifiers))]
+		sys := d.systems[r.IntN(len(d.systems))]
+		switch r.IntN(5) {
+		case 0:
+			out[j] = fmt.Sprintf("%s the %s %s", verb, q, main)
+		case 1:
+			out[j] = fmt.Sprintf("can you %s %s in %s", verb, main, sys)
+		case 2:
+			out[j] = fmt.Sprintf("I need the %s %s for %s", q, main, d.users[r.IntN(len(d.users))])
+		case 3:
+			out[j] = fmt.Sprintf("show me %s and %s from %s", main, other, sys)
+		default:
+			out[j] = fmt.Sprintf("please %s my %s %s", verb, q, other)
+		}
+	}
+	return out
+}
+
+// Query returns synthetic query i: 2–4 words a user would type, mostly
 // nouns of one domain with a verb, a qualifier or a system.
-func (g *generator) query(i int) string {
+func (g *Generator) Query(i int) string {
 	r := g.rng(streamQueries, uint64(i))
 	d := &domains[zipf(r, len(domains))]
 	words := make([]string, 0, 4)
@@ -239,4 +287,20 @@ func slug(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// Registry returns a as the registry's agent record, normalised.
+func (a Agent) Registry() registry.Agent {
+	ra := registry.Agent{
+		Name:         a.Name,
+		DisplayName:  a.DisplayName,
+		Description:  a.Description,
+		Capabilities: slices.Clone(a.Capabilities),
+		Endpoint:     a.Endpoint,
+		Protocol:     registry.Protocol(a.Protocol),
+		Labels:       maps.Clone(a.Labels),
+		Examples:     slices.Clone(a.Examples),
+	}
+	ra.Normalize()
+	return ra
 }
