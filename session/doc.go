@@ -64,6 +64,16 @@
 // Options.ClarificationTTL (5 min) after it was set: reads leave it out and
 // [Manager.TakeClarification] returns nil for it.
 //
+// # Events
+//
+// Options.OnClose hears of every session that ends, with a [CloseEvent]:
+// its ids, agent, turn count, lifetime and how it ended — completed,
+// abandoned, error, or [StatusExpired] for an active session whose TTL
+// passed unclosed (found by a write that replaces it, or deleted by the
+// sweep). It is called after the write is durable, never from a store
+// function, at most once per session; see CloseEvent for each path and
+// for what the guarantee leaves out.
+//
 // # Errors
 //
 // Errors wrap the sentinels of this package; match them with [errors.Is]:

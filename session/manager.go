@@ -64,9 +64,22 @@ type Options struct {
 	// [time.Now].
 	Now func() time.Time
 
+	// OnClose, if set, is called once for every session that ends: closed,
+	// resumed, replaced, or found expired by a write or the sweep — see
+	// [CloseEvent] for each path, its status and the guarantee. It runs on
+	// the goroutine of the Manager call that ended the session (the
+	// sweeper's for the owned sweep), after the store write is durable,
+	// outside any store transaction and with no lock held, so it may call
+	// the Manager. It should return quickly: it delays that call's reply
+	// (queue slow work, such as a webhook). Its ctx carries the values of
+	// the call's context but not its cancellation. A panic in it is
+	// recovered and logged at Error level. Nil means no hook.
+	OnClose func(ctx context.Context, e CloseEvent)
+
 	// Logger receives lifecycle events at Debug level (session created,
-	// closed, resumed, swept) and failures of the owned sweeper at Warn.
-	// Nil means discard. User ids and turn contents are never logged.
+	// closed, resumed, swept), failures of the owned sweeper at Warn and
+	// panics of OnClose at Error. Nil means discard. User ids and turn
+	// contents are never logged.
 	Logger *slog.Logger
 }
 
@@ -101,6 +114,7 @@ type Manager struct {
 	clarTTL   time.Duration
 	retention time.Duration
 	now       func() time.Time
+	onClose   func(context.Context, CloseEvent)
 	log       *slog.Logger
 
 	stop      context.CancelFunc // stops the sweeper; nil without one
@@ -130,6 +144,7 @@ func NewManager(store Store, opts *Options) (*Manager, error) {
 		clarTTL:   o.ClarificationTTL,
 		retention: o.Retention,
 		now:       o.Now,
+		onClose:   o.OnClose,
 		log:       o.Logger,
 	}
 	if m.ttl <= 0 {
@@ -195,12 +210,22 @@ func (m *Manager) sweepLoop(ctx context.Context, every time.Duration) {
 // Sweep deletes every session whose expiry has passed (against the
 // injected clock): active sessions idle for longer than the TTL, and
 // closed sessions past their retention. Deleting an active session frees
-// its user's slot. It returns how many sessions it deleted.
+// its user's slot and reports it to Options.OnClose as [StatusExpired],
+// also when Sweep fails after deleting it. It returns how many sessions
+// it deleted.
 func (m *Manager) Sweep(ctx context.Context) (int, error) {
 	if m == nil || m.store == nil {
 		return 0, errNoStore
 	}
-	n, err := m.store.DeleteExpiredSessions(ctx, m.now())
+	var visit func(Session) // nil: the store need not decode what it deletes
+	if m.onClose != nil {
+		visit = func(s Session) {
+			if s.Status == StatusActive {
+				m.closed(ctx, closeEventOf(&s, StatusExpired, s.ExpiresAt))
+			}
+		}
+	}
+	n, err := m.store.DeleteExpiredSessions(ctx, m.now(), visit)
 	if err != nil {
 		return n, fmt.Errorf("session: sweep: %w", err)
 	}
@@ -253,7 +278,8 @@ func (m *Manager) Active(ctx context.Context, userID string) (Session, error) {
 // GetOrCreate returns the user's live active session (created false), or
 // creates one from p (created true). An active session whose expiry has
 // passed counts as gone: it is closed abandoned (and left for the sweep)
-// in the same atomic store write that creates its successor.
+// in the same atomic store write that creates its successor, and reported
+// to Options.OnClose as [StatusExpired].
 //
 // It is atomic per user: concurrent calls for one user, here or on
 // another replica sharing the store, return the same session, and exactly
@@ -290,7 +316,9 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(m.ttl),
 	}
+	var gone *CloseEvent // the expired session replaced, of fn's last call
 	err = m.store.UpdateActiveSession(ctx, p.UserID, func(cur *Session) (*Session, *Session, error) {
+		gone = nil
 		if cur != nil && !cur.ExpiredAt(now) {
 			s, created = cur.Clone(), false
 			return nil, nil, nil
@@ -298,6 +326,8 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		var upd *Session
 		if cur != nil {
 			upd = expire(cur, now)
+			e := closeEventOf(upd, StatusExpired, upd.ExpiresAt)
+			gone = &e
 		}
 		next := fresh.Clone()
 		s, created = fresh.Clone(), true
@@ -305,6 +335,9 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 	})
 	if err != nil {
 		return Session{}, false, fmt.Errorf("session: get or create: %w", err)
+	}
+	if gone != nil {
+		m.closed(ctx, *gone)
 	}
 	if created {
 		m.log.Debug("session: created", "session_id", s.ID)
@@ -435,8 +468,8 @@ func (m *Manager) TakeClarification(ctx context.Context, id string) (*Clarificat
 // CloseSession closes the active session id with status — completed,
 // abandoned or error ([ErrInvalid] otherwise) — frees its user's slot in
 // the same write, drops any pending clarification, and keeps the record
-// readable for Options.Retention. A session already closed gives
-// [ErrNotActive] and is left as it is.
+// readable for Options.Retention, and reports it to Options.OnClose. A
+// session already closed gives [ErrNotActive] and is left as it is.
 func (m *Manager) CloseSession(ctx context.Context, id string, status Status) (Session, error) {
 	if !status.Closed() {
 		return Session{}, fmt.Errorf("session: close %s: %w", id, apierr.Errorf(ErrInvalid, "status %q is not completed, abandoned or error", status))
@@ -446,7 +479,7 @@ func (m *Manager) CloseSession(ctx context.Context, id string, status Status) (S
 		return nil
 	})
 	if err == nil {
-		m.log.Debug("session: closed", "session_id", id, "status", string(status))
+		m.closed(ctx, closeEventOf(&s, status, s.UpdatedAt))
 	}
 	return s, err
 }
@@ -459,7 +492,10 @@ func (m *Manager) CloseSession(ctx context.Context, id string, status Status) (S
 //
 // The prior must belong to userID ([ErrForbidden]) and must not have
 // expired ([ErrExpired]). If the user has another active session, it is
-// closed abandoned in the same atomic write that makes the new one active.
+// closed abandoned in the same atomic write that makes the new one active
+// (one whose expiry has passed counts as expired). Options.OnClose hears
+// of each session this closes: the prior, if it was active, as completed;
+// the other as abandoned or [StatusExpired].
 //
 // Resume is two store writes: the first closes the prior and freezes its
 // history, the second creates the new session. If the second fails, the
@@ -473,6 +509,7 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 	}
 	now := m.now()
 	var prior Session
+	var wasActive bool
 	err := m.store.UpdateSession(ctx, id, func(cur *Session) (*Session, error) {
 		if cur.UserID != userID {
 			return nil, ErrForbidden
@@ -480,6 +517,7 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 		if cur.ExpiredAt(now) {
 			return nil, ErrExpired
 		}
+		wasActive = cur.Status == StatusActive
 		next := cur.Clone()
 		m.closeAs(&next, StatusCompleted, now)
 		next.UpdatedAt = now
@@ -488,6 +526,9 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 	})
 	if err != nil {
 		return Session{}, fmt.Errorf("session: resume %s: %w", id, err)
+	}
+	if wasActive {
+		m.closed(ctx, closeEventOf(&prior, StatusCompleted, now))
 	}
 	meta := jsonvalue.CloneMap(prior.Metadata)
 	if meta == nil {
@@ -514,23 +555,32 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 	if fresh.TurnHistory == nil {
 		fresh.TurnHistory = []Turn{}
 	}
+	var other *CloseEvent // the user's other active session closed, of fn's last call
 	err = m.store.UpdateActiveSession(ctx, userID, func(cur *Session) (*Session, *Session, error) {
 		var upd *Session
+		other = nil
 		switch {
 		case cur == nil:
 		case cur.ExpiredAt(now):
 			upd = expire(cur, now)
+			e := closeEventOf(upd, StatusExpired, upd.ExpiresAt)
+			other = &e
 		default:
 			c := cur.Clone()
 			m.closeAs(&c, StatusAbandoned, now)
 			c.UpdatedAt = now
 			upd = &c
+			e := closeEventOf(upd, StatusAbandoned, now)
+			other = &e
 		}
 		next := fresh.Clone()
 		return upd, &next, nil
 	})
 	if err != nil {
 		return Session{}, fmt.Errorf("session: resume %s: %w", id, err)
+	}
+	if other != nil {
+		m.closed(ctx, *other)
 	}
 	m.log.Debug("session: resumed", "session_id", fresh.ID, "from", prior.ID)
 	return m.view(fresh, now), nil

@@ -103,7 +103,17 @@ type Store interface {
 	// after now, whatever its status, freeing the slots of active ones, and
 	// returns how many it deleted. A store may delete in several
 	// transactions; on an error it returns the number deleted so far.
-	DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error)
+	//
+	// visit, if not nil, is called with each deleted session that was
+	// active (status active: its TTL passed with no one closing it), as it
+	// was stored, once the transaction that deleted it is durable: on the
+	// calling goroutine, before DeleteExpiredSessions returns, outside any
+	// transaction and lock of the store (visit may call the store). It is
+	// never called with a closed session, nor with one whose deletion
+	// failed. Of concurrent sweeps, in one process or on replicas sharing
+	// the store, exactly one deletes each session, and only that one
+	// visits it. A nil visit lets the store delete without decoding.
+	DeleteExpiredSessions(ctx context.Context, now time.Time, visit func(Session)) (int, error)
 }
 
 // ActiveCounter is an optional interface of a [Store]: the number of

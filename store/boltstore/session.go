@@ -372,15 +372,17 @@ func callActiveFn(fn func(cur *session.Session) (upd, next *session.Session, err
 // DeleteExpiredSessions implements [session.Store.DeleteExpiredSessions]:
 // it deletes every session whose ExpiresAt is not after now, with its
 // expiry entry and, for an active one, the user's slot, and returns how
-// many it deleted.
+// many it deleted. With a visit, the records of the active ones are
+// decoded in the transaction that deletes them and visited once it has
+// committed.
 //
-// It walks the by_expiry index from its start and decodes nothing, so it
-// costs the sessions it deletes, not the sessions stored. Like
+// It walks the by_expiry index from its start and decodes nothing else,
+// so it costs the sessions it deletes, not the sessions stored. Like
 // [Store.PruneDelegations] it runs outside the group commit, in
 // transactions of up to 1000 deletions (each fsync'd), checking ctx
 // between them: on an error or a done ctx it returns the number deleted so
 // far with the error.
-func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, visit func(session.Session)) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -388,7 +390,9 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 	total := 0
 	for {
 		n, more := 0, false
+		var active []session.Session // of this transaction, for visit
 		err := s.updateAlone(func(tx *bbolt.Tx) error {
+			active = active[:0]
 			b, err := sessionBucketsOf(tx)
 			if err != nil {
 				return err
@@ -410,13 +414,27 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 				if err := b.byExpiry.Delete(v.key); err != nil {
 					return err
 				}
+				if len(v.user) == 0 || !bytes.Equal(b.byUser.Get(v.user), v.id) {
+					if err := b.records.Delete(v.id); err != nil {
+						return err
+					}
+					continue
+				}
+				if visit != nil {
+					// A damaged record is deleted all the same, unvisited:
+					// refusing would stop every later sweep.
+					var sess session.Session
+					if err := decodeSession(v.id, b.records.Get(v.id), &sess); err != nil {
+						s.log.Warn("boltstore: sweeping an undecodable session record", "err", err)
+					} else if sess.Status == session.StatusActive {
+						active = append(active, sess)
+					}
+				}
 				if err := b.records.Delete(v.id); err != nil {
 					return err
 				}
-				if len(v.user) > 0 && bytes.Equal(b.byUser.Get(v.user), v.id) {
-					if err := b.byUser.Delete(v.user); err != nil {
-						return err
-					}
+				if err := b.byUser.Delete(v.user); err != nil {
+					return err
 				}
 			}
 			n = len(vs)
@@ -426,6 +444,9 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 			return total, fmt.Errorf("boltstore: delete expired sessions: %w", err)
 		}
 		total += n
+		for _, sess := range active {
+			visit(sess)
+		}
 		if !more {
 			return total, nil
 		}

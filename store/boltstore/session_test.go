@@ -106,7 +106,7 @@ func TestSessionsSurviveReopen(t *testing.T) {
 		next.ExpiresAt = testBase.Add(24 * time.Hour)
 		return &next, nil
 	}))
-	n, err := s.DeleteExpiredSessions(t.Context(), testBase.Add(10*time.Minute))
+	n, err := s.DeleteExpiredSessions(t.Context(), testBase.Add(10*time.Minute), nil)
 	require.NoError(t, err)
 	require.Equal(t, 10, n, "s-00 and s-02 … s-10")
 	before := map[string]session.Session{}
@@ -142,7 +142,7 @@ func TestSessionsSurviveReopen(t *testing.T) {
 		return nil, &next, nil
 	})
 	assert.ErrorIs(t, err, session.ErrConflict)
-	n, err = s.DeleteExpiredSessions(t.Context(), testBase.Add(time.Hour))
+	n, err = s.DeleteExpiredSessions(t.Context(), testBase.Add(time.Hour), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 39, n, "every session but the completed s-01")
 	checkSessionIndexes(t, s)
@@ -263,7 +263,7 @@ func TestDamagedSessionIsCorrupt(t *testing.T) {
 	})
 	assert.ErrorIs(t, err, ErrCorrupt)
 	// The sweep decodes nothing, so it still deletes the damaged record.
-	n, err := s.DeleteExpiredSessions(t.Context(), testBase.Add(time.Hour))
+	n, err := s.DeleteExpiredSessions(t.Context(), testBase.Add(time.Hour), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	checkSessionIndexes(t, s)

@@ -308,7 +308,7 @@ func TestSessionLeases(t *testing.T) {
 	}, waitFor, 100*time.Millisecond, "the session's lease must expire")
 	_, err = s.GetActiveSession(ctx, "alice")
 	require.ErrorIs(t, err, session.ErrNotFound, "the slot went with the session")
-	n, err := s.DeleteExpiredSessions(ctx, now.Add(time.Minute))
+	n, err := s.DeleteExpiredSessions(ctx, now.Add(time.Minute), nil)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the expiry entry went with the session")
 	id, err := getOrCreate(ctx, s, newSession("again", "alice", now.Add(time.Hour)))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -419,52 +420,82 @@ const sweepChunk = maxTxnOps / 3
 // the session, and returns how many it deleted.
 //
 // It walks the by_expiry index from its start up to now and decodes
-// nothing, so it costs the sessions it deletes, not the sessions stored.
-// It deletes in transactions of up to 40 sessions, each deleted only if
+// nothing else, so it costs the sessions it deletes, not the sessions
+// stored. It deletes in transactions of up to 40 sessions, each a call of
+// its own (the request timeout bounds each), each session deleted only if
 // its expiry entry did not move since read (another replica may be
 // sweeping or writing; a session written meanwhile is left for the next
 // sweep), and checks ctx between them: on an error or a done ctx it
 // returns the number deleted so far with the error.
-func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
-	c, err := s.begin(ctx, "delete expired sessions", true)
-	if err != nil {
-		return 0, err
-	}
-	defer c.end()
+//
+// With a visit, the delete of an active session's record (one whose
+// expiry entry names its user) returns the record, which is decoded and
+// visited once the call is over. Only the transaction that deleted a
+// session returns it, so of replicas sweeping at once, one visits each.
+// A session whose lease ran out before any sweep is gone unvisited.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, visit func(session.Session)) (int, error) {
 	prefix := s.prefix + sessionByExpiry
 	end := prefix + timeHex(now.Add(time.Nanosecond)) // expires ≤ now
 	from := prefix
 	total := 0
 	for {
-		resp, err := s.cli.Get(c.ctx, from, clientv3.WithRange(end), clientv3.WithLimit(sweepChunk))
-		if err != nil {
-			return total, c.fail(err)
+		var active []session.Session
+		var collect func(session.Session)
+		if visit != nil {
+			collect = func(sess session.Session) { active = append(active, sess) }
 		}
-		if len(resp.Kvs) == 0 {
-			return total, nil
-		}
-		n, err := s.deleteSessions(c, prefix, resp.Kvs)
+		n, next, err := s.sweepChunk(ctx, prefix, from, end, collect)
 		total += n
-		if err != nil {
-			return total, c.fail(err)
+		// Visited outside the store's call: its time is not the
+		// request timeout's, and the deletions are committed.
+		for _, sess := range active {
+			visit(sess)
 		}
-		if !resp.More {
-			return total, nil
+		if err != nil || next == "" {
+			return total, err
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-		if err := c.ctx.Err(); err != nil {
-			return total, c.fail(err)
-		}
+		from = next
 	}
+}
+
+// sweepChunk is one call of DeleteExpiredSessions: it deletes the
+// sessions of up to sweepChunk expiry entries in [from, end) and returns
+// how many it deleted and the key to go on from, "" when it reached end.
+func (s *Store) sweepChunk(ctx context.Context, prefix, from, end string, visit func(session.Session)) (n int, next string, err error) {
+	c, err := s.begin(ctx, "delete expired sessions", true)
+	if err != nil {
+		return 0, "", err
+	}
+	defer c.end()
+	resp, err := s.cli.Get(c.ctx, from, clientv3.WithRange(end), clientv3.WithLimit(sweepChunk))
+	if err != nil {
+		return 0, "", c.fail(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, "", nil
+	}
+	n, err = s.deleteSessions(c, prefix, resp.Kvs, visit)
+	if err != nil {
+		return n, "", c.fail(err)
+	}
+	if !resp.More {
+		return n, "", nil
+	}
+	return n, string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00", nil
 }
 
 // deleteSessions deletes the sessions of the expiry entries kvs (under
 // prefix), in one transaction if no entry moved since read, else one by
-// one, skipping those that moved. It returns how many it deleted.
-func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue) (int, error) {
+// one, skipping those that moved. It returns how many it deleted; visit,
+// if not nil, gets the active ones once their transaction committed.
+func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue, visit func(session.Session)) (int, error) {
 	type victim struct {
+		id  string
 		cmp clientv3.Cmp
 		ops []clientv3.Op
+		// report: the entry names a user, so the session was active; its
+		// record's delete (ops[1]) then returns the record for visit.
+		report bool
 	}
 	vs := make([]victim, 0, len(kvs))
 	for _, kv := range kvs {
@@ -473,14 +504,34 @@ func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue) (
 			return 0, fmt.Errorf("%w: session expiry entry %q", ErrCorrupt, key)
 		}
 		id, user := key[len(prefix)+24:], string(kv.Value)
-		v := victim{
-			cmp: clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision),
-			ops: []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.sessionKey(id))},
+		v := victim{id: id, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), report: user != "" && visit != nil}
+		var recOpts []clientv3.OpOption
+		if v.report {
+			recOpts = append(recOpts, clientv3.WithPrevKV())
 		}
+		v.ops = []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.sessionKey(id), recOpts...)}
 		if user != "" {
 			v.ops = append(v.ops, s.ifSlotHolds(user, id, clientv3.OpDelete(s.slotKey(user))))
 		}
 		vs = append(vs, v)
+	}
+	// visited visits v's record, the response of its record's delete.
+	visited := func(v victim, r *etcdserverpb.ResponseOp) {
+		if !v.report {
+			return
+		}
+		prev := r.GetResponseDeleteRange().GetPrevKvs()
+		if len(prev) == 0 {
+			return // the record had vanished (its lease), the entry not yet
+		}
+		var sess session.Session
+		if err := decodeSession(v.id, prev[0].Value, &sess); err != nil {
+			s.log.Warn("etcdstore: swept an undecodable session record", "err", err)
+			return
+		}
+		if sess.Status == session.StatusActive {
+			visit(sess)
+		}
 	}
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
@@ -493,6 +544,11 @@ func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue) (
 		return 0, err
 	}
 	if resp.Succeeded {
+		i := 0
+		for _, v := range vs {
+			visited(v, resp.Responses[i+1])
+			i += len(v.ops)
+		}
 		return len(vs), nil
 	}
 	n := 0
@@ -503,6 +559,7 @@ func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue) (
 		}
 		if resp.Succeeded {
 			n++
+			visited(v, resp.Responses[1])
 		}
 	}
 	return n, nil

@@ -294,18 +294,31 @@ func (s *Store) putSessionLocked(was session.Status, sess session.Session) {
 // DeleteExpiredSessions implements [session.Store.DeleteExpiredSessions]:
 // it deletes, under the lock, every session whose ExpiresAt is not after
 // now, freeing the slots of active ones, and returns how many it deleted.
-// It scans every session.
-func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
+// It scans every session. visit is called with copies of the active ones
+// once the lock is released.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, visit func(session.Session)) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	n, active, err := s.deleteExpiredSessions(now, visit != nil)
+	for _, sess := range active {
+		visit(sess)
+	}
+	return n, err
+}
+
+// deleteExpiredSessions deletes the expired sessions under the lock and
+// returns how many it deleted and, with keepActive, copies of the active
+// ones.
+func (s *Store) deleteExpiredSessions(now time.Time, keepActive bool) (int, []session.Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, fmt.Errorf("memstore: delete expired sessions: %w", ErrClosed)
+		return 0, nil, fmt.Errorf("memstore: delete expired sessions: %w", ErrClosed)
 	}
 	t := &s.sessions
 	n := 0
+	var active []session.Session
 	for id, e := range t.byID {
 		if e.s.ExpiresAt.After(now) {
 			continue
@@ -314,12 +327,15 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, 
 		if t.active[e.s.UserID] == id {
 			delete(t.active, e.s.UserID)
 		}
+		if keepActive && e.s.Status == session.StatusActive {
+			active = append(active, e.s.Clone())
+		}
 		n++
 	}
 	if n > 0 {
 		s.rev++
 	}
-	return n, nil
+	return n, active, nil
 }
 
 var _ session.ActiveCounter = (*Store)(nil)

@@ -28,7 +28,9 @@ import (
 // free the user's slot, writes that would break an invariant fail with
 // [session.ErrConflict] and write nothing. The store must not look at the
 // clock: an active session whose ExpiresAt has passed is still in its
-// user's slot until the sweep deletes it. A store that implements the
+// user's slot until the sweep deletes it. The sweep visits each active
+// session it deletes once, after the deletion committed, outside the
+// store's locks, and no closed one. A store that implements the
 // optional [session.ActiveCounter] must count exactly the occupied slots.
 func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts *Options) {
 	errClosed := opts.errClosed()
@@ -47,6 +49,8 @@ func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts 
 		{"StoreIgnoresTheClock", testSessionNoClock},
 		{"SweepDeletesExpired", testSessionSweep},
 		{"SweepMany", testSessionSweepMany},
+		{"SweepVisitsExpiredActive", testSessionSweepVisits},
+		{"SweepVisitsOnceUnderConcurrentSweeps", testSessionSweepVisitsOnce},
 		{"ChurnKeepsOneActivePerUser", testSessionChurn},
 		{"ReturnsCopies", testSessionCopies},
 		{"CountsActiveSessions", testSessionCount},
@@ -449,10 +453,10 @@ func testSessionConcurrentUpdates(t *testing.T, s session.Store) {
 
 	// The expiry entry moved with every write: a sweep just before the
 	// final expiry deletes nothing, one at it deletes the session.
-	n, err := s.DeleteExpiredSessions(t.Context(), got.ExpiresAt.Add(-time.Nanosecond))
+	n, err := s.DeleteExpiredSessions(t.Context(), got.ExpiresAt.Add(-time.Nanosecond), nil)
 	require.NoError(t, err)
 	assert.Zero(t, n, "stale expiry entries must not sweep a session")
-	n, err = s.DeleteExpiredSessions(t.Context(), got.ExpiresAt)
+	n, err = s.DeleteExpiredSessions(t.Context(), got.ExpiresAt, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 }
@@ -685,7 +689,7 @@ func testSessionSweep(t *testing.T, s session.Store) {
 	})
 	zero := mk("h", time.Time{})
 
-	n, err := s.DeleteExpiredSessions(t.Context(), now)
+	n, err := s.DeleteExpiredSessions(t.Context(), now, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 5, n, "expired: active a, closed c, d (at now), f (shortened), h (zero expiry)")
 	for _, gone := range []session.Session{expiredActive, expiredClosed, atNow, shortened, zero} {
@@ -705,10 +709,10 @@ func testSessionSweep(t *testing.T, s session.Store) {
 	assert.True(t, created, "the freed slot takes a new session")
 	assert.Equal(t, id, activeID(t, s, "a"))
 
-	n, err = s.DeleteExpiredSessions(t.Context(), now)
+	n, err = s.DeleteExpiredSessions(t.Context(), now, nil)
 	require.NoError(t, err)
 	assert.Zero(t, n, "a second sweep at the same time deletes nothing")
-	n, err = s.DeleteExpiredSessions(t.Context(), now.Add(48*time.Hour))
+	n, err = s.DeleteExpiredSessions(t.Context(), now.Add(48*time.Hour), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4, n, "b, e, g and a's new session")
 	for _, user := range []string{"a", "b", "e"} {
@@ -734,7 +738,7 @@ func testSessionSweepMany(t *testing.T, s session.Store) {
 		})
 	}
 	wg.Wait()
-	n, err := s.DeleteExpiredSessions(t.Context(), sessionBase)
+	n, err := s.DeleteExpiredSessions(t.Context(), sessionBase, nil)
 	require.NoError(t, err)
 	assert.Equal(t, expired, n)
 	assert.Empty(t, activeID(t, s, "user-0000"))
@@ -742,6 +746,118 @@ func testSessionSweepMany(t *testing.T, s session.Store) {
 	for i := expired; i < expired+live; i++ {
 		assert.NotEmpty(t, activeID(t, s, fmt.Sprintf("user-%04d", i)))
 	}
+}
+
+func testSessionSweepVisits(t *testing.T, s session.Store) {
+	now := sessionBase
+	full := fullSession("a") // expired: it expires in March
+	createSession(t, s, full)
+	plain := activeSession("b", now.Add(-time.Second))
+	createSession(t, s, plain)
+	zero := activeSession("h", time.Time{})
+	createSession(t, s, zero)
+	closed := activeSession("c", now.Add(-time.Hour))
+	createSession(t, s, closed)
+	closeSession(t, s, closed.ID, session.StatusCompleted)
+	live := activeSession("d", now.Add(time.Second))
+	createSession(t, s, live)
+
+	var visited []session.Session
+	wrote := false
+	n, err := s.DeleteExpiredSessions(t.Context(), now, func(v session.Session) {
+		visited = append(visited, v)
+		if wrote {
+			return
+		}
+		wrote = true
+		// The deletion has committed and the store is free: from another
+		// goroutine, the session is gone and a write goes through. A
+		// store visiting inside its transaction or lock fails this, by
+		// the deleted session still showing or by the write timing out.
+		done := make(chan error, 1)
+		go func() {
+			if _, err := s.GetSession(t.Context(), v.ID); !errors.Is(err, session.ErrNotFound) {
+				done <- fmt.Errorf("the visited session %s is still stored (err %v): visited before its deletion committed", v.ID, err)
+				return
+			}
+			err := s.UpdateActiveSession(t.Context(), "in-visit", func(*session.Session) (*session.Session, *session.Session, error) {
+				next := activeSession("in-visit", now.Add(time.Hour))
+				return nil, &next, nil
+			})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "calling the store from visit")
+		case <-time.After(5 * time.Second):
+			t.Error("a write from visit's goroutine blocked: visit runs inside the store's transaction or lock")
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "expired: a, b, h (zero expiry), closed c")
+	byID := map[string]session.Session{}
+	for _, v := range visited {
+		_, dup := byID[v.ID]
+		assert.False(t, dup, "session %s visited twice", v.ID)
+		byID[v.ID] = v
+	}
+	assert.Len(t, byID, 3, "visited: the active a, b and h, not the closed c nor the live d")
+	for _, want := range []session.Session{full, plain, zero} {
+		if got, ok := byID[want.ID]; assert.True(t, ok, "session of %s not visited", want.UserID) {
+			assertSession(t, want, got)
+		}
+	}
+	assert.True(t, wrote, "visit was called")
+	assert.NotEmpty(t, activeID(t, s, "in-visit"), "the write made from visit is stored")
+
+	n, err = s.DeleteExpiredSessions(t.Context(), now, func(v session.Session) {
+		t.Errorf("a second sweep visited %s", v.ID)
+	})
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func testSessionSweepVisitsOnce(t *testing.T, s session.Store) {
+	// Concurrent sweeps (replicas, in a shared store) delete and visit
+	// each active session exactly once between them.
+	const active, closed, sweepers = 150, 50, 6
+	want := map[string]bool{}
+	for i := range active + closed {
+		sess := activeSession(fmt.Sprintf("user-%03d", i), sessionBase.Add(-time.Duration(i+1)*time.Millisecond))
+		createSession(t, s, sess)
+		if i >= active {
+			closeSession(t, s, sess.ID, session.StatusAbandoned)
+			continue
+		}
+		want[sess.ID] = true
+	}
+	var (
+		mu      sync.Mutex
+		visited = map[string]int{}
+		deleted atomic.Int64
+		wg      sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for range sweepers {
+		wg.Go(func() {
+			<-start
+			n, err := s.DeleteExpiredSessions(t.Context(), sessionBase, func(v session.Session) {
+				mu.Lock()
+				defer mu.Unlock()
+				visited[v.ID]++
+			})
+			assert.NoError(t, err)
+			deleted.Add(int64(n))
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.EqualValues(t, active+closed, deleted.Load(), "the sweeps deleted each session once between them")
+	for id, n := range visited {
+		assert.True(t, want[id], "visited %s, which was not active", id)
+		assert.Equal(t, 1, n, "session %s visited %d times", id, n)
+	}
+	assert.Len(t, visited, active, "every active session visited")
 }
 
 func testSessionChurn(t *testing.T, s session.Store) {
@@ -752,6 +868,7 @@ func testSessionChurn(t *testing.T, s session.Store) {
 	var (
 		mu      sync.Mutex
 		created = map[string][]string{} // user → ids created
+		visited = map[string]int{}      // id → times the sweep visited it
 		clock   atomic.Int64            // seconds after sessionBase
 	)
 	var wg sync.WaitGroup
@@ -790,12 +907,20 @@ func testSessionChurn(t *testing.T, s session.Store) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			_, err := s.DeleteExpiredSessions(t.Context(), sessionBase.Add(time.Duration(clock.Load())*time.Second))
+			_, err := s.DeleteExpiredSessions(t.Context(), sessionBase.Add(time.Duration(clock.Load())*time.Second), func(v session.Session) {
+				assert.Equal(t, session.StatusActive, v.Status, "visited a closed session %s", v.ID)
+				mu.Lock()
+				visited[v.ID]++
+				mu.Unlock()
+			})
 			assert.NoError(t, err)
 			time.Sleep(time.Millisecond)
 		}
 	})
 	wg.Wait()
+	for id, n := range visited {
+		assert.Equal(t, 1, n, "session %s visited %d times", id, n)
+	}
 	for u := range users {
 		user := fmt.Sprintf("user-%d", u)
 		var active []string
@@ -891,7 +1016,7 @@ func testSessionDoneContext(t *testing.T, s session.Store) {
 		return nil, &next, nil
 	})
 	assert.ErrorIs(t, err, context.Canceled, "UpdateActiveSession")
-	_, err = s.DeleteExpiredSessions(ctx, sessionBase.Add(24*time.Hour))
+	_, err = s.DeleteExpiredSessions(ctx, sessionBase.Add(24*time.Hour), nil)
 	assert.ErrorIs(t, err, context.Canceled, "DeleteExpiredSessions")
 
 	assert.False(t, called, "a done context must not call fn")
@@ -923,7 +1048,7 @@ func testSessionClose(t *testing.T, s session.Store, errClosed error) {
 		next := activeSession("bob", sessionBase.Add(time.Hour))
 		return nil, &next, nil
 	}))
-	_, err = s.DeleteExpiredSessions(t.Context(), sessionBase)
+	_, err = s.DeleteExpiredSessions(t.Context(), sessionBase, nil)
 	check("DeleteExpiredSessions", err)
 }
 
@@ -948,7 +1073,7 @@ func testSessionCount(t *testing.T, s session.Store) {
 	assert.Equal(t, 3, count(), "an expired active session counts until the sweep")
 	closeSession(t, s, d.ID, session.StatusCompleted)
 	assert.Equal(t, 2, count(), "a closed session does not count")
-	_, err := s.DeleteExpiredSessions(t.Context(), sessionBase)
+	_, err := s.DeleteExpiredSessions(t.Context(), sessionBase, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, count(), "a swept session does not count")
 

@@ -27,6 +27,10 @@ func TestSessionSuiteCatchesBrokenStores(t *testing.T) {
 		"close-keeps-slot":   "ClosingFreesTheSlot",
 		"sweep-skips-active": "SweepDeletesExpired",
 		"sweep-strict":       "SweepDeletesExpired",
+		"visits-closed":      "SweepVisitsExpiredActive",
+		"visits-nothing":     "SweepVisitsExpiredActive",
+		"visits-under-lock":  "SweepVisitsExpiredActive",
+		"visits-partial":     "SweepVisitsExpiredActive",
 		"second-active":      "RefusesWritesBreakingInvariants",
 		"reactivates":        "RefusesWritesBreakingInvariants",
 		"hides-expired":      "StoreIgnoresTheClock",
@@ -222,13 +226,19 @@ func (s *brokenSessionStore) UpdateActiveSession(ctx context.Context, user strin
 	return nil
 }
 
-func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
+func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time.Time, visit func(session.Session)) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
 	n := 0
+	var deleted []session.Session
 	for id, v := range s.byID {
 		expired := !v.ExpiresAt.After(now)
 		if s.bug == "sweep-strict" {
@@ -242,6 +252,24 @@ func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time
 			delete(s.active, v.UserID)
 		}
 		n++
+		if v.Status == session.StatusActive || s.bug == "visits-closed" {
+			deleted = append(deleted, v)
+		}
+	}
+	if s.bug != "visits-under-lock" {
+		s.mu.Unlock()
+		locked = false
+	}
+	if visit == nil || s.bug == "visits-nothing" {
+		return n, nil
+	}
+	for _, v := range deleted {
+		if s.bug != "visits-partial" {
+			v = v.Clone()
+		} else {
+			v.TurnHistory = nil // a record that lost its history
+		}
+		visit(v)
 	}
 	return n, nil
 }
