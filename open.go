@@ -149,6 +149,12 @@ type RoutingOptions struct {
 	// OnDecision, if set, is called with every routing decision, as
 	// [routing.RouterOptions.OnDecision].
 	OnDecision func(ctx context.Context, resp routing.Response, err error)
+
+	// OnSessionClose, if set, is called once for every routing session
+	// that ends — completed, abandoned, error, or expired — after the
+	// store write, as [session.Options.OnClose]: it runs on the goroutine
+	// that ended the session, so it should return quickly.
+	OnSessionClose func(ctx context.Context, e session.CloseEvent)
 }
 
 // Mesh is the core of agentmesh wired together over one store: the
@@ -282,6 +288,7 @@ func (m *Mesh) openRouting(ro RoutingOptions, log *slog.Logger) error {
 	m.sessions, err = session.NewManager(m.store, &session.Options{
 		TTL:      ro.SessionTTL,
 		MaxTurns: ro.SessionMaxTurns,
+		OnClose:  ro.OnSessionClose,
 		Logger:   log,
 	})
 	if err != nil {

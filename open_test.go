@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
+	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
@@ -82,6 +83,24 @@ func TestOpenRouting(t *testing.T) {
 	assert.NotNil(t, m.Sessions())
 	assert.NotNil(t, m.Lexical())
 	assert.True(t, dispatched, "the router dispatches through Dispatcher's wrapper")
+}
+
+func TestOpenSessionClose(t *testing.T) {
+	ctx := t.Context()
+	var events []session.CloseEvent
+	m, err := agentmesh.Open(ctx, &agentmesh.Options{Routing: &agentmesh.RoutingOptions{
+		OnSessionClose: func(_ context.Context, e session.CloseEvent) { events = append(events, e) },
+	}})
+	require.NoError(t, err)
+	defer m.Close()
+	s, _, err := m.Sessions().GetOrCreate(ctx, session.Params{UserID: "alice", ActiveAgent: "finance"})
+	require.NoError(t, err)
+	_, err = m.Sessions().CloseSession(ctx, s.ID, session.StatusCompleted)
+	require.NoError(t, err)
+	require.Len(t, events, 1, "the mesh's session manager reports to OnSessionClose")
+	assert.Equal(t, s.ID, events[0].SessionID)
+	assert.Equal(t, session.StatusCompleted, events[0].Status)
+	assert.Equal(t, "finance", events[0].ActiveAgent)
 }
 
 // Observe runs once the registry and breakers exist and before the
