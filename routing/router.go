@@ -138,6 +138,28 @@ type RouterOptions struct {
 	// concurrent use. Nil means none.
 	OnDecision func(ctx context.Context, resp Response, err error)
 
+	// Identity, if set, completes the user of every request that names
+	// one (user_id, employee_id, display_name or slack_user_id), once per
+	// request, before its session is looked up: the session is keyed on
+	// the resolved identity and the agent gets its employee id and
+	// display name. A resolver that does not know the user, fails or
+	// takes longer than IdentityTimeout leaves the request as it came;
+	// failures are logged at Warn and reported to OnIdentityFailure, and
+	// never fail the request. Wrap a slow resolver in an [IdentityCache].
+	// Nil means the request's identity is used as it is.
+	Identity IdentityResolver
+
+	// IdentityTimeout bounds one call of Identity. Zero or negative
+	// means [DefaultIdentityTimeout].
+	IdentityTimeout time.Duration
+
+	// OnIdentityFailure, if set, is called for every request whose
+	// identity Identity failed to resolve (an error other than
+	// [ErrIdentityNotFound], a cached failure included), with that
+	// error, for metrics. It runs on the caller's goroutine without any
+	// lock held. Nil means none.
+	OnIdentityFailure func(ctx context.Context, err error)
+
 	// TracerProvider creates the spans of routed requests (SPEC 11):
 	// "routing.route" for each Handle call and, under it,
 	// "routing.classify", "routing.gate" and "routing.dispatch" (whose
@@ -167,6 +189,10 @@ type Router struct {
 	log        *slog.Logger
 	onDecision func(context.Context, Response, error)
 	tracer     trace.Tracer
+
+	identity          IdentityResolver
+	identityTimeout   time.Duration
+	onIdentityFailure func(context.Context, error)
 
 	mu     sync.RWMutex
 	agents map[string]registry.Agent // redacted
@@ -206,6 +232,13 @@ func New(classifier Classifier, dir registry.Subscriber, dispatcher Dispatcher, 
 		onDecision: o.OnDecision,
 		tracer:     tracing.Tracer(o.TracerProvider, tracerName),
 		agents:     make(map[string]registry.Agent),
+
+		identity:          o.Identity,
+		identityTimeout:   o.IdentityTimeout,
+		onIdentityFailure: o.OnIdentityFailure,
+	}
+	if r.identityTimeout <= 0 {
+		r.identityTimeout = DefaultIdentityTimeout
 	}
 	if r.retryAfter <= 0 {
 		r.retryAfter = DefaultRetryAfter
@@ -290,6 +323,10 @@ type Request struct {
 	EmployeeID string `json:"employee_id,omitempty"`
 	// DisplayName is passed to the agent.
 	DisplayName string `json:"display_name,omitempty"`
+	// SlackUserID is the user's Slack member id (U… or W…, see
+	// [IsSlackUserID]), for RouterOptions.Identity to resolve; it keys
+	// the session when neither UserID nor EmployeeID is given.
+	SlackUserID string `json:"slack_user_id,omitempty"`
 	// SessionID, if given, must be a UUID. An identified user's active
 	// session always wins over it (one active session per user); an
 	// anonymous request gets it echoed back.
@@ -306,14 +343,6 @@ type Request struct {
 	// RequestID is the front-end's id for the request; empty means a new
 	// UUID. Not part of the wire form.
 	RequestID string `json:"-"`
-}
-
-// identity returns the request's user: user_id ?? employee_id.
-func (req *Request) identity() string {
-	if req.UserID != "" {
-		return req.UserID
-	}
-	return req.EmployeeID
 }
 
 func (req *Request) validate() error {
@@ -333,6 +362,12 @@ func (req *Request) validate() error {
 		return apierr.Errorf(ErrInvalidRequest, "user_id is longer than %d bytes", session.MaxUserIDLen)
 	case len(req.EmployeeID) > session.MaxUserIDLen:
 		return apierr.Errorf(ErrInvalidRequest, "employee_id is longer than %d bytes", session.MaxUserIDLen)
+	case len(req.DisplayName) > MaxDisplayNameLen:
+		return apierr.Errorf(ErrInvalidRequest, "display_name is longer than %d bytes", MaxDisplayNameLen)
+	case len(req.SlackUserID) > MaxSlackUserIDLen:
+		return apierr.Errorf(ErrInvalidRequest, "slack_user_id is longer than %d bytes", MaxSlackUserIDLen)
+	case req.SlackUserID != "" && !IsSlackUserID(req.SlackUserID):
+		return apierr.Errorf(ErrInvalidRequest, "slack_user_id is not a Slack user id (U or W, then upper-case letters and digits)")
 	}
 	return nil
 }
@@ -385,7 +420,7 @@ type RoutingInfo struct {
 
 // turn is the state of one request through the pipeline.
 type turn struct {
-	req      Request
+	req      Request // its identity fields resolved (RouterOptions.Identity)
 	id       string
 	user     string // "" for anonymous
 	start    time.Time
@@ -402,7 +437,8 @@ type turn struct {
 // no_default_agent), an *[UnavailableError] (503 with Retry-After), ctx's
 // error, or a wrapped session store error (500).
 //
-// Pipeline: validate; identify the user (user_id ?? employee_id, none →
+// Pipeline: validate; resolve the user's identity (RouterOptions.Identity)
+// and identify the user (user_id ?? employee_id ?? slack_user_id, none →
 // anonymous, nothing stored); resolve a pending clarification, or bypass
 // classification for a user with an active session whose agent is still
 // registered (an agent gone closes the session abandoned); classify; gate;
@@ -420,12 +456,13 @@ func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err er
 	if err := req.validate(); err != nil {
 		return Response{}, err
 	}
-	t = &turn{req: req, id: req.RequestID, user: req.identity(), start: r.now(), text: req.Input}
+	t = &turn{req: req, id: req.RequestID, start: r.now(), text: req.Input}
 	if t.id == "" {
 		t.id = uuid.NewString()
 	}
-	if r.sessions == nil {
-		t.user = ""
+	r.resolveIdentity(ctx, t)
+	if r.sessions != nil {
+		t.user = t.req.Identity().key()
 	}
 	defer func() {
 		r.logDecision(t, resp, err)
