@@ -26,7 +26,7 @@ type Router interface {
 const (
 	routeDescription = `Route a user's message to the agent that should handle it, and return that agent's answer. The mesh classifies the message against the registered agents, then routes it to the best one, asks a clarification question, or falls back to the default agent; the chosen agent is contacted over the network and may act on the world (not idempotent).
 
-Use it when you have a user's request and do not know which agent should take it. Pass user_id to keep a conversation: the user's next messages go to the same agent (session bypass) until the agent completes the workflow. session_id, if given, must be a UUID; locale (a BCP 47 tag) is the language of clarification questions.
+Use it when you have a user's request and do not know which agent should take it. Pass user_id to keep a conversation: the user's next messages go to the same agent (session bypass) until the agent completes the workflow; a Slack front-end may pass slack_user_id instead or as well. session_id, if given, must be a UUID; locale (a BCP 47 tag) is the language of clarification questions.
 
 Returns {request_id, session_id, agent_id, decision: route|clarify|fallback, reason, confidence, response, workflow_complete, classification, clarification_question?, suggested_agent?, duration_ms, routing}. For decision clarify, response is a question for the user: send their answer as the next message with the same user_id.
 
@@ -43,10 +43,11 @@ Fails with invalid_argument, no_default_agent or unavailable, as mesh_route.`
 
 // RouteArgs are the arguments of mesh_route.
 type RouteArgs struct {
-	Input     string `json:"input" jsonschema:"The user's message, 1 to 10000 characters."`
-	UserID    string `json:"user_id,omitempty" jsonschema:"Identifies the user, to keep a conversation (session) across messages. Omit for a one-off anonymous message."`
-	SessionID string `json:"session_id,omitempty" jsonschema:"The session to continue (a UUID). An identified user's active session wins over it."`
-	Locale    string `json:"locale,omitempty" jsonschema:"The user's language as a BCP 47 tag (en, fr-CA...), for clarification questions."`
+	Input       string `json:"input" jsonschema:"The user's message, 1 to 10000 characters."`
+	UserID      string `json:"user_id,omitempty" jsonschema:"Identifies the user, to keep a conversation (session) across messages. Omit for a one-off anonymous message."`
+	SlackUserID string `json:"slack_user_id,omitempty" jsonschema:"The user's Slack member id (U… or W…), resolved by the mesh to the user's employee id and name when it has an identity directory or a Slack token."`
+	SessionID   string `json:"session_id,omitempty" jsonschema:"The session to continue (a UUID). An identified user's active session wins over it."`
+	Locale      string `json:"locale,omitempty" jsonschema:"The user's language as a BCP 47 tag (en, fr-CA...), for clarification questions."`
 }
 
 // HandleMessageTurn is one entry of handle_message's turn_history.
@@ -63,6 +64,7 @@ type HandleMessageArgs struct {
 	RequestID        string              `json:"request_id,omitempty" jsonschema:"The caller's request (delegation) id; becomes this mesh's request_id."`
 	EmployeeID       string              `json:"employee_id,omitempty" jsonschema:"The user; their conversation is kept in a session of this mesh. Empty means anonymous."`
 	DisplayName      string              `json:"display_name,omitempty" jsonschema:"The user's name, passed to the agent."`
+	SlackUserID      string              `json:"slack_user_id,omitempty" jsonschema:"The user's Slack member id (U… or W…), resolved by this mesh to the user's employee id and name when it can."`
 	RawInput         string              `json:"raw_input" jsonschema:"The user's message, routed through this mesh."`
 	IntentSummary    string              `json:"intent_summary,omitempty" jsonschema:"The caller's summary of the message (informational)."`
 	Entities         map[string]any      `json:"entities,omitempty" jsonschema:"Entities the caller found (informational)."`
@@ -109,6 +111,7 @@ func routeInputSchema() (*jsonschema.Schema, error) {
 	return s, applyEdits(s,
 		at(lenRange(1, routing.MaxInputRunes), "input"),
 		at(maxLen(512), "user_id"),
+		at(maxLen(routing.MaxSlackUserIDLen), "slack_user_id"),
 		at(maxLen(36), "session_id"),
 		at(maxLen(64), "locale"),
 	)
@@ -125,16 +128,18 @@ func handleMessageInputSchema() (*jsonschema.Schema, error) {
 	return s, applyEdits(s,
 		at(lenRange(1, routing.MaxInputRunes), "raw_input"),
 		at(maxLen(512), "employee_id"),
+		at(maxLen(routing.MaxSlackUserIDLen), "slack_user_id"),
 	)
 }
 
 func (t *tools) route(ctx context.Context, in RouteArgs) (*mcp.CallToolResult, routing.Response, error) {
 	resp, err := t.router.Handle(ctx, routing.Request{
-		Input:     in.Input,
-		UserID:    in.UserID,
-		SessionID: in.SessionID,
-		Locale:    in.Locale,
-		Metadata:  t.routeMetadata(ctx, nil),
+		Input:       in.Input,
+		UserID:      in.UserID,
+		SlackUserID: in.SlackUserID,
+		SessionID:   in.SessionID,
+		Locale:      in.Locale,
+		Metadata:    t.routeMetadata(ctx, nil),
 	})
 	if err != nil {
 		return nil, routing.Response{}, err
@@ -150,6 +155,7 @@ func (t *tools) handleMessage(ctx context.Context, in HandleMessageArgs) (*mcp.C
 		Input:       in.RawInput,
 		EmployeeID:  in.EmployeeID,
 		DisplayName: in.DisplayName,
+		SlackUserID: in.SlackUserID,
 		Locale:      in.DetectedLanguage,
 		Metadata:    t.routeMetadata(ctx, in.Metadata),
 		RequestID:   in.RequestID,
