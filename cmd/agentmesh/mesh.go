@@ -47,6 +47,8 @@ type meshConfig struct {
 	// delegationRetention is how long finished delegation records are
 	// kept (--delegation-retention); 0 means the default, 7 days.
 	delegationRetention time.Duration
+	// webhook posts every session that ends (`serve --session-webhook`).
+	webhook webhookConfig
 }
 
 // routingConfig configures the routing orchestrator (SPEC 5, 8).
@@ -174,6 +176,9 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 		opts.Routing = m.routingOptions(cfg.routing)
 	}
 	if m.Mesh, err = agentmesh.Open(ctx, opts); err != nil {
+		if m.obs.webhook != nil {
+			_ = m.obs.webhook.Close()
+		}
 		if m.etcd != nil {
 			_ = m.etcd.Close()
 		}
@@ -218,6 +223,10 @@ func (m *mesh) observe(cfg meshConfig) func(context.Context, *agentmesh.Mesh) (f
 			m.obs.close()
 			return nil, err
 		}
+		if err := m.obs.startSessionEvents(cfg.metrics, cfg.webhook, core.Policy(), cfg.withRouting); err != nil {
+			m.obs.close()
+			return nil, err
+		}
 		return m.obs.close, nil
 	}
 }
@@ -232,7 +241,8 @@ func (m *mesh) routingOptions(rc routingConfig) *agentmesh.RoutingOptions {
 		Dispatcher: func(c *delegation.Client) routing.Dispatcher {
 			return auditedDelegations{Client: c, obs: m.obs}
 		},
-		OnDecision: m.obs.routed,
+		OnDecision:     m.obs.routed,
+		OnSessionClose: m.obs.sessionClosed,
 	}
 	if rc.classifier == "llm" {
 		ro.LLM = &routing.LLMOptions{BaseURL: rc.llmBaseURL, Model: rc.llmModel, APIKey: rc.llmAPIKey}
@@ -241,9 +251,12 @@ func (m *mesh) routingOptions(rc routingConfig) *agentmesh.RoutingOptions {
 }
 
 // close drains in-flight delegations until ctx is done, then closes
-// everything in reverse order of opening, the etcd store last.
+// everything in reverse order of opening, then delivers the session
+// events still queued for the webhook until ctx is done, the etcd store
+// last.
 func (m *mesh) close(ctx context.Context) error {
 	err := m.Shutdown(ctx)
+	m.obs.drainWebhook(ctx)
 	if m.etcd != nil {
 		err = errors.Join(err, m.etcd.Close())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/internal/webhook"
 	"github.com/agentmesh/agentmesh/metrics"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
@@ -33,6 +34,11 @@ type observer struct {
 	metrics *metrics.Metrics
 	audit   *audit.Recorder
 	stops   []func()
+
+	// sessionMetrics and webhook follow session closes (sessionevents.go);
+	// nil without metrics or without --session-webhook.
+	sessionMetrics *metrics.SessionCloses
+	webhook        *webhook.Sender
 
 	// registryAudit is audit for the registry's write hook, which the
 	// registry may call (a sweep, a watched change) while start runs.

@@ -64,6 +64,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
 	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
 	retentionFlag(f, &cfg.mesh)
+	f.String(&cfg.mesh.webhook.url, "session-webhook", "MESH_SESSION_WEBHOOK", "", "POST every routing session that ends, as JSON signed with HMAC-SHA256, to this URL (the secret from MESH_SESSION_WEBHOOK_SECRET); set it in the env if the URL holds a token")
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
@@ -139,6 +140,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.mesh.metrics, cfg.mesh.audit = promReg, true
+	cfg.mesh.webhook.secret = env("MESH_SESSION_WEBHOOK_SECRET")
+	if err := cfg.mesh.webhook.check(); err != nil {
+		return err
+	}
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	shared := cfg.mesh.store == "" || cfg.mesh.store == "bolt"
