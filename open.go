@@ -155,6 +155,13 @@ type RoutingOptions struct {
 	// store write, as [session.Options.OnClose]: it runs on the goroutine
 	// that ended the session, so it should return quickly.
 	OnSessionClose func(ctx context.Context, e session.CloseEvent)
+
+	// Identity, if set, completes the identity of every routed request,
+	// as [routing.RouterOptions.Identity]; OnIdentityFailure is told of
+	// its failures, as [routing.RouterOptions.OnIdentityFailure]. Nil
+	// means requests are routed with the identity they came with.
+	Identity          routing.IdentityResolver
+	OnIdentityFailure func(ctx context.Context, err error)
 }
 
 // Mesh is the core of agentmesh wired together over one store: the
@@ -319,6 +326,8 @@ func (m *Mesh) openRouting(ro RoutingOptions, log *slog.Logger) error {
 	m.router, err = routing.New(cls, m.reg, dispatcher, m.sessions, &routing.RouterOptions{
 		OnDecision:           ro.OnDecision,
 		DisableClarification: ro.DisableClarification,
+		Identity:             ro.Identity,
+		OnIdentityFailure:    ro.OnIdentityFailure,
 		Breakers:             m.breakers,
 		Logger:               log,
 	})

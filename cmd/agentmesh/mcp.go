@@ -82,6 +82,7 @@ func stdioFlags(cfg *stdioConfig, stderr io.Writer) *flags {
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "warn", "debug, info, warn or error (logs go to stderr)")
 	retentionFlag(f, &cfg.mesh)
 	routingFlags(f, &cfg.mesh.routing)
+	identityFlags(f, &cfg.mesh.identity)
 	return f
 }
 
@@ -114,6 +115,11 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	defer stopTracing()
 	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
+	cfg.identity.slackToken = env("SLACK_BOT_TOKEN")
+	if cfg.identities, err = newIdentities(cfg.identity, cfg, nil, log); err != nil {
+		log.Error("agentmesh: cannot start", "err", err)
+		return 1
+	}
 
 	// stop ends the mesh's own work once the MCP session is over.
 	meshCtx, stop := context.WithCancel(ctx)
