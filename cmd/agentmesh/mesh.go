@@ -38,6 +38,10 @@ type meshConfig struct {
 	metrics *prometheus.Registry
 	// audit keeps the audit log of SPEC 11 in the store (`serve`).
 	audit bool
+	// identity is the identity flags; identities the resolution built
+	// from them once per process (newIdentities), nil for none.
+	identity   identityConfig
+	identities *identities
 	// etcdEndpoints are the etcd client URLs of --store etcd,
 	// comma-separated (--etcd-endpoints).
 	etcdEndpoints string
@@ -174,6 +178,9 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	}
 	if cfg.withRouting {
 		opts.Routing = m.routingOptions(cfg.routing)
+		if ids := cfg.identities; ids != nil {
+			opts.Routing.Identity, opts.Routing.OnIdentityFailure = ids.resolver, ids.failed
+		}
 	}
 	if m.Mesh, err = agentmesh.Open(ctx, opts); err != nil {
 		if m.obs.webhook != nil {

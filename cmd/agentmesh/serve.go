@@ -70,6 +70,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
 	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
 	routingFlags(f, &cfg.mesh.routing)
+	identityFlags(f, &cfg.mesh.identity)
 	return f
 }
 
@@ -146,6 +147,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
+	cfg.mesh.identity.slackToken = env("SLACK_BOT_TOKEN")
+	if cfg.mesh.identities, err = newIdentities(cfg.mesh.identity, cfg.mesh, promReg, log); err != nil {
+		return err
+	}
 	shared := cfg.mesh.store == "" || cfg.mesh.store == "bolt"
 	shared = shared && localsock.Supported()
 	var m *mesh
@@ -178,7 +183,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 
 	// A reload (SIGHUP, POST /v1/admin/reload) reloads the agent
-	// directory and the tokens; each is all-or-nothing on its own.
+	// directory, the tokens and the identities file; each is
+	// all-or-nothing on its own.
 	var reloadMu sync.Mutex
 	var lastTokensErr error
 	var srv *httpserver.Server
@@ -198,7 +204,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		if err == nil {
 			report["tokens"] = len(list)
 		}
-		return report, errors.Join(agentsErr, err)
+		var identitiesErr error
+		if cfg.mesh.identity.file != "" {
+			report["identities"], identitiesErr = cfg.mesh.identities.reload()
+		}
+		return report, errors.Join(agentsErr, err, identitiesErr)
 	}
 	opts := &httpserver.Options{
 		Token:          meshToken,
@@ -223,7 +233,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 			if agents != nil {
 				agentsErr = agents.LastError()
 			}
-			return errors.Join(agentsErr, lastTokensErr)
+			return errors.Join(agentsErr, lastTokensErr, cfg.mesh.identities.lastError())
 		},
 	}
 	if m.Router() != nil { // a nil *routing.Router must not become a non-nil interface
@@ -300,7 +310,7 @@ loop:
 			_, err := reload(ctx)
 			m.obs.reloaded("signal", err)
 			if err != nil {
-				log.Error("reload failed; the previous agents and tokens stay in service", "err", err)
+				log.Error("reload failed; the previous agents, tokens and identities stay in service", "err", err)
 			} else {
 				log.Info("reloaded")
 			}
