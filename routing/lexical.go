@@ -702,13 +702,12 @@ func (m *lexModel) summary(best int, x *extractor, text string) string {
 		w    float32
 	}
 	var terms []term
-	n := m.lin.nClass
 	for i, s := range stems {
 		col, ok := m.voc.cols[withKind(fnvString(fnvOffset, s), kindWord)]
 		if !ok {
 			continue
 		}
-		w := m.lin.w[int(col)*n+best] * m.voc.idf[col]
+		w := m.lin.weight(col, best) * m.voc.idf[col]
 		if w <= 0 || textnorm.IsStopWord(toks[i]) || slices.ContainsFunc(terms, func(t term) bool { return t.word == toks[i] }) {
 			continue
 		}

@@ -7,12 +7,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/harness/evalrouting"
 	"github.com/agentmesh/agentmesh/internal/harness/registrytest"
+	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 )
@@ -161,4 +164,74 @@ func BenchmarkRetrain(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// lexScaleAgents returns n synthetic agents of the load tool's registry
+// (internal/harness/synthagents), each with k examples, and one held-out
+// message per agent.
+func lexScaleAgents(n, k int) ([]registry.Agent, []string) {
+	g := synthagents.New(1)
+	agents := make([]registry.Agent, n)
+	msgs := make([]string, n)
+	for i := range n {
+		agents[i] = g.Agent("", i, k).Registry()
+		msgs[i] = g.Examples(i, k+1)[k]
+	}
+	return agents, msgs
+}
+
+// BenchmarkLexicalScale: a registry of 10,000 agents × 5 examples, where
+// the classifier uses its sparse model. retrain is one registry change to
+// the new model served (CPU time and the heap the model holds reported
+// too); classify reports the median latency with the mean.
+func BenchmarkLexicalScale(b *testing.B) {
+	agents, msgs := lexScaleAgents(10000, 5)
+	ctx := context.Background()
+	src := registrytest.NewSource(agents...)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	l := routing.NewLexical(&routing.LexicalOptions{Debounce: -1})
+	defer l.Close()
+	defer l.Follow(src)()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	modelMB := float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+
+	b.Run("retrain", func(b *testing.B) {
+		var cpu time.Duration
+		cpuOK := true
+		i := 0
+		for b.Loop() {
+			a := agents[i%len(agents)]
+			a.Examples = append(a.Examples[:len(a.Examples):len(a.Examples)], fmt.Sprintf("one more example %d", i))
+			c0, ok0 := lexProcessCPUTime()
+			src.Emit(registry.Event{Type: registry.EventPut, Agent: a})
+			if err := l.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			c1, ok1 := lexProcessCPUTime()
+			cpu += c1 - c0
+			cpuOK = cpuOK && ok0 && ok1
+			i++
+		}
+		if cpuOK {
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+		}
+		b.ReportMetric(modelMB, "classifier-MB")
+	})
+	b.Run("classify", func(b *testing.B) {
+		var lat []time.Duration
+		i := 0
+		for b.Loop() {
+			start := time.Now()
+			if _, err := l.Classify(ctx, msgs[i%len(msgs)]); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+			i++
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	})
 }

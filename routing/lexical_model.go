@@ -185,6 +185,14 @@ type sgdOptions struct {
 	noBias bool
 }
 
+// scorer is a trained softmax regression: [linear] or [sparseLinear].
+type scorer interface {
+	// logits writes the scores of x into z (one per class).
+	logits(x sparse, z []float32)
+	// weight is the weight of feature col for class c.
+	weight(col int32, c int) float32
+}
+
 // linear is a multinomial logistic regression: logits = Wᵀx + b, with W
 // stored row per feature (W[col*nClass+c]) so scoring a sparse vector reads
 // contiguous memory.
@@ -203,6 +211,8 @@ func (m *linear) logits(x sparse, z []float32) {
 		axpy(z[:n], m.w[off:off+n:off+n], x.vals[i])
 	}
 }
+
+func (m *linear) weight(col int32, c int) float32 { return m.w[int(col)*m.nClass+c] }
 
 // axpy adds a·x to y (len(x) ≥ len(y)), unrolled for instruction-level
 // parallelism (the Go compiler does not vectorise).

@@ -24,9 +24,16 @@ type lexParams struct {
 	// sets still get minUpdates updates, up to maxEpochs.
 	minUpdates int
 	maxEpochs  int
-	// maxWeights caps features × agents (the size of the weight matrix,
-	// 4 bytes each): beyond it the rarest features are dropped.
+	// maxWeights caps features × agents (the size of the dense weight
+	// matrix, 4 bytes each): beyond it the rarest features are dropped.
 	maxWeights int
+	// A registry of sparseFrom agents or more gets the sparse model
+	// (sparseLinear), whose features shared by more than maxClassDF
+	// agents (by kind of feature) get no weight, and which trains for at
+	// most sparseEpochs epochs.
+	sparseFrom   int
+	maxClassDF   [numKinds]int
+	sparseEpochs int
 	// balance weighs classes equally, within a factor of maxClassWeight.
 	balance        bool
 	maxClassWeight float64
@@ -55,6 +62,9 @@ var defaultParams = lexParams{
 	minUpdates:     20000,
 	maxEpochs:      500,
 	maxWeights:     32 << 20, // 128 MiB
+	sparseFrom:     512,
+	maxClassDF:     [numKinds]int{256, 256, 64},
+	sparseEpochs:   4,
 	balance:        true,
 	maxClassWeight: 4,
 	holdoutEvery:   5,
@@ -240,14 +250,14 @@ type lexModel struct {
 	defaultName  string
 	defaultLive  *agentLive
 	voc          *vocabulary
-	lin          *linear
+	lin          scorer
 	cal          calibration
 	info         LexicalInfo
 }
 
 // fit learns a vocabulary and weights from the texts of ts for which use
 // returns true.
-func fit(ctx context.Context, ts *trainSet, use func(i int) bool, p *lexParams) (*vocabulary, *linear, error) {
+func fit(ctx context.Context, ts *trainSet, use func(i int) bool, p *lexParams) (*vocabulary, scorer, error) {
 	var docs [][]uint64
 	var labels []int32
 	for i, d := range ts.docs {
@@ -256,7 +266,12 @@ func fit(ctx context.Context, ts *trainSet, use func(i int) bool, p *lexParams) 
 			labels = append(labels, ts.labels[i])
 		}
 	}
-	voc := buildVocabulary(docs, &p.vec, p.maxWeights/max(1, len(ts.classes)))
+	large := len(ts.classes) >= p.sparseFrom
+	maxFeatures := p.maxWeights / max(1, len(ts.classes))
+	if large {
+		maxFeatures = 0 // the sparse model's size is its texts'
+	}
+	voc := buildVocabulary(docs, &p.vec, maxFeatures)
 	// Class weights: each class's texts weigh as much in total as an
 	// average class's (within a factor of maxClassWeight), so an agent
 	// is not preferred for having more examples.
@@ -281,6 +296,11 @@ func fit(ctx context.Context, ts *trainSet, use func(i int) bool, p *lexParams) 
 	o := p.sgd
 	if len(samples) > 0 && o.epochs*len(samples) < p.minUpdates {
 		o.epochs = min(p.maxEpochs, (p.minUpdates+len(samples)-1)/len(samples))
+	}
+	if large {
+		o.epochs = min(o.epochs, p.sparseEpochs)
+		lin, err := trainSparse(ctx, samples, voc.kind, len(ts.classes), &p.maxClassDF, o)
+		return voc, lin, err
 	}
 	lin, err := trainLinear(ctx, samples, len(voc.idf), len(ts.classes), o)
 	return voc, lin, err
