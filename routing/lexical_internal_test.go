@@ -174,6 +174,8 @@ func TestRetrainDoesNotBlockClassify(t *testing.T) {
 	ctx := context.Background()
 	before := l.model.Load()
 	require.NotNil(t, before)
+	_, err := l.Classify(ctx, "will it rain") // in use: changes are learned at once
+	require.NoError(t, err)
 
 	// The next training blocks until released.
 	entered := make(chan struct{})
@@ -265,6 +267,8 @@ func TestCloseStopsTrainer(t *testing.T) {
 	// Close abandons a training in progress.
 	l = NewLexical(&LexicalOptions{Debounce: -1})
 	l.Follow(registrytest.NewSource(lexHelpDeskInternal()...))
+	_, err := l.Classify(context.Background(), "set a timer") // in use: changes train at once
+	require.NoError(t, err)
 	entered := make(chan struct{})
 	l.trainMu.Lock()
 	l.onTrain = func() { close(entered) }
@@ -303,4 +307,48 @@ func TestVocabularyCap(t *testing.T) {
 	assert.Contains(t, capped.cols, set, "the most frequent features are kept")
 	again := buildVocabulary(docs, &defaultParams.vec, 5)
 	assert.Equal(t, capped.cols, again.cols, "deterministic")
+}
+
+// A classifier that is not classifying does not retrain on changes: the
+// next Classify starts the training and, the last training being quick,
+// waits for it, so "register, then route" sees the new agent.
+func TestLexicalIdleDoesNotRetrain(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: 5 * time.Millisecond})
+	defer l.Close()
+	src := registrytest.NewSource(lexHelpDeskInternal()...)
+	defer l.Follow(src)()
+	var trainings atomic.Int64
+	l.trainMu.Lock()
+	l.onTrain = func() { trainings.Add(1) }
+	l.trainMu.Unlock()
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
+	time.Sleep(100 * time.Millisecond) // twenty debounces
+	assert.Zero(t, trainings.Load(), "no training without a Classify")
+	info, _ := l.Info()
+	assert.Equal(t, 3, info.Agents, "the model still has the three agents it started with")
+
+	c, err := l.Classify(context.Background(), "play some jazz")
+	require.NoError(t, err)
+	assert.Equal(t, "music", c.AgentID, "the first Classify after the change waited for its quick training")
+	assert.Equal(t, int64(1), trainings.Load())
+}
+
+// A classifier in use learns a change without waiting for a Classify.
+func TestLexicalInUseRetrainsAtOnce(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: 5 * time.Millisecond})
+	defer l.Close()
+	src := registrytest.NewSource(lexHelpDeskInternal()...)
+	defer l.Follow(src)()
+	_, err := l.Classify(context.Background(), "set a timer")
+	require.NoError(t, err)
+	trained := make(chan struct{}, 1)
+	l.trainMu.Lock()
+	l.onTrain = func() { trained <- struct{}{} }
+	l.trainMu.Unlock()
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
+	select {
+	case <-trained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a classifier in use did not retrain after a change")
+	}
 }
