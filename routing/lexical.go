@@ -454,8 +454,8 @@ func (l *Lexical) train(ctx context.Context) (err error) {
 // Sync waits until the model reflects every change the classifier had
 // received when Sync was called, and returns the error of the training
 // that covered them, if it failed, starting that training if needed. It
-// is for tests and for hosts that
-// want "register, then route" to see the new agent.
+// is for tests and for hosts that want "register, then route" to see the
+// new agent.
 func (l *Lexical) Sync(ctx context.Context) error {
 	l.mu.Lock()
 	if l.agents == nil {
