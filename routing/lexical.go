@@ -131,6 +131,9 @@ type Lexical struct {
 	cancels    []func()
 	running    bool
 	closed     bool
+	// learnedOnce is set by the first training that succeeds: from then
+	// on the classifier is Ready, though it may learn new agents.
+	learnedOnce bool
 }
 
 // LexicalInfo describes the model a [Lexical] classifier answers with.
@@ -424,6 +427,7 @@ func (l *Lexical) train(ctx context.Context) (err error) {
 		if gen == l.gen && err == nil {
 			l.behind.Store(false)
 		}
+		l.learnedOnce = l.learnedOnce || err == nil
 		close(l.trained)
 		l.trained = make(chan struct{})
 		l.mu.Unlock()
@@ -638,17 +642,19 @@ func (l *Lexical) firstModel(ctx context.Context) (*lexModel, error) {
 	}
 }
 
-// Ready reports whether Classify answers without waiting: the classifier
-// has a model of its agents, or has nothing to learn (no agents, or none
+// Ready reports whether the classifier has learned its first agents: a
+// training succeeded, or there is nothing to learn (no agents, or none
 // with words to learn from). It is false before the first [Lexical.Follow]
-// or [Lexical.Reset], and after Close.
+// or [Lexical.Reset] is done, and after Close. Once true it stays true
+// (until Close), also while the first agents registered in an empty
+// classifier are learned: Classify then waits for them, up to ReadyWait.
 func (l *Lexical) Ready() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.agents == nil {
 		return false
 	}
-	return !l.model.Load().empty() || l.learnedLocked()
+	return l.learnedOnce || !l.model.Load().empty() || l.learnedLocked()
 }
 
 // learnedLocked reports whether the classifier has nothing left to learn

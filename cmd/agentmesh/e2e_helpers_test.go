@@ -542,6 +542,9 @@ type taskRequest struct {
 	Task         string         `json:"task"`
 	Context      map[string]any `json:"context"`
 	CallbackURL  string         `json:"callbackUrl"`
+	// Session and User are set on routed deliveries.
+	Session map[string]any `json:"session"`
+	User    map[string]any `json:"user"`
 	// Header is the delegation id header (X-Mesh-Delegation-Id).
 	Header string `json:"-"`
 	// UserAgent is the User-Agent header.
