@@ -3,6 +3,7 @@ package routing
 import (
 	"cmp"
 	"context"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -267,85 +268,121 @@ func trainLinear(ctx context.Context, samples []sample, nFeat, nClass int, o sgd
 	if len(samples) == 0 || nClass == 0 {
 		return m, nil
 	}
-	rng := rand.New(rand.NewPCG(o.seed, 0x5eed))
-	order := make([]int, len(samples))
-	for i := range order {
-		order[i] = i
-	}
 	z := make([]float32, nClass)
+	loop := newSGDLoop(len(samples), o)
+	var active []classGrad
+	scale := 1.0
+	for i, eta := range loop.steps(ctx) {
+		s := &samples[i]
+		// Scores with the true weights scale·w.
+		copy(z, m.b)
+		sc := float32(scale)
+		for j, col := range s.x.cols {
+			off := int(col) * nClass
+			axpy(z, m.w[off:off+nClass:off+nClass], s.x.vals[j]*sc)
+		}
+		softmaxInPlace(z)
+		loop.learned(i, z[s.class])
+		scale *= 1 - eta*o.l2
+		step := float32(eta) * s.weight
+		inv := step / float32(scale)
+		active = active[:0]
+		for c, p := range z {
+			g := p
+			if c == int(s.class) {
+				g--
+			}
+			if g > -gradFloor && g < gradFloor {
+				continue
+			}
+			if !o.noBias {
+				m.b[c] -= step * g
+			}
+			active = append(active, classGrad{int32(c), g * inv})
+		}
+		for j, col := range s.x.cols {
+			v := s.x.vals[j]
+			row := m.w[int(col)*nClass : int(col)*nClass+nClass]
+			for _, a := range active {
+				row[a.c] -= a.g * v
+			}
+		}
+		if scale < 1e-6 {
+			m.rescale(float32(scale))
+			scale = 1
+		}
+	}
+	if loop.err != nil {
+		return nil, loop.err
+	}
+	m.rescale(float32(scale))
+	return m, nil
+}
+
+// sgdLoop is the schedule both regressions train on: shuffled epochs, the
+// learning rate decaying as lr/(1+lr·l2·t) (times 1 - progress with
+// linearDecay), and samples already learned skipped for a while.
+type sgdLoop struct {
+	o sgdOptions
+	n int
 	// A sample the model already gets right with a negligible gradient
 	// is skipped for a number of epochs that doubles each time it is
 	// still easy when it is looked at again: late epochs then cost a
 	// fraction of the first ones.
-	skip := make([]uint8, len(samples))   // epochs left to skip
-	streak := make([]uint8, len(samples)) // times found easy in a row
-	var active []classGrad
-	scale := 1.0
-	t := 0.0
-	for epoch := range o.epochs {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for k, i := range order {
-			if k%1024 == 0 && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if skip[i] > 0 {
-				skip[i]--
-				continue
-			}
-			s := &samples[i]
-			eta := o.lr / (1 + o.lr*o.l2*t)
-			if o.linearDecay {
-				// Down to lr/100 at the end of the last epoch.
-				progress := (float64(epoch) + float64(k)/float64(len(order))) / float64(o.epochs)
-				eta *= max(0.01, 1-progress)
-			}
-			t++
-			// Scores with the true weights scale·w.
-			copy(z, m.b)
-			sc := float32(scale)
-			for j, col := range s.x.cols {
-				off := int(col) * nClass
-				axpy(z, m.w[off:off+nClass:off+nClass], s.x.vals[j]*sc)
-			}
-			softmaxInPlace(z)
-			if o.skipEasy > 0 && 1-z[s.class] < o.skipEasy {
-				streak[i] = min(streak[i]+1, 4)
-				skip[i] = 1<<streak[i] - 1
-			} else {
-				streak[i] = 0
-			}
-			scale *= 1 - eta*o.l2
-			step := float32(eta) * s.weight
-			inv := step / float32(scale)
-			active = active[:0]
-			for c, p := range z {
-				g := p
-				if c == int(s.class) {
-					g--
+	skip   []uint8 // epochs left to skip
+	streak []uint8 // times found easy in a row
+	err    error   // ctx's error, if it ended the loop
+}
+
+func newSGDLoop(n int, o sgdOptions) *sgdLoop {
+	return &sgdLoop{o: o, n: n, skip: make([]uint8, n), streak: make([]uint8, n)}
+}
+
+// steps yields the samples to learn from, each with its learning rate,
+// until the epochs are done or ctx is (then err is set).
+func (l *sgdLoop) steps(ctx context.Context) iter.Seq2[int, float64] {
+	return func(yield func(int, float64) bool) {
+		rng := rand.New(rand.NewPCG(l.o.seed, 0x5eed))
+		order := make([]int, l.n)
+		for i := range order {
+			order[i] = i
+		}
+		t := 0.0
+		for epoch := range l.o.epochs {
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for k, i := range order {
+				if k%1024 == 0 && ctx.Err() != nil {
+					l.err = ctx.Err()
+					return
 				}
-				if g > -gradFloor && g < gradFloor {
+				if l.skip[i] > 0 {
+					l.skip[i]--
 					continue
 				}
-				if !o.noBias {
-					m.b[c] -= step * g
+				eta := l.o.lr / (1 + l.o.lr*l.o.l2*t)
+				if l.o.linearDecay {
+					// Down to lr/100 at the end of the last epoch.
+					progress := (float64(epoch) + float64(k)/float64(len(order))) / float64(l.o.epochs)
+					eta *= max(0.01, 1-progress)
 				}
-				active = append(active, classGrad{int32(c), g * inv})
-			}
-			for j, col := range s.x.cols {
-				v := s.x.vals[j]
-				row := m.w[int(col)*nClass : int(col)*nClass+nClass]
-				for _, a := range active {
-					row[a.c] -= a.g * v
+				t++
+				if !yield(i, eta) {
+					return
 				}
-			}
-			if scale < 1e-6 {
-				m.rescale(float32(scale))
-				scale = 1
 			}
 		}
 	}
-	m.rescale(float32(scale))
-	return m, nil
+}
+
+// learned records the probability the model gives sample i's class: a
+// sample within skipEasy of certain is skipped for a while.
+func (l *sgdLoop) learned(i int, p float32) {
+	if l.o.skipEasy > 0 && 1-p < l.o.skipEasy {
+		l.streak[i] = min(l.streak[i]+1, 4)
+		l.skip[i] = 1<<l.streak[i] - 1
+	} else {
+		l.streak[i] = 0
+	}
 }
 
 // gradFloor is the smallest gradient (p - y) for which a class's weights

@@ -3,7 +3,6 @@ package routing
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -107,11 +106,11 @@ func newSparseLinear(samples []sample, kind []uint8, nClass int, maxClassDF *[nu
 }
 
 // trainSparse fits a [sparseLinear] by the stochastic gradient descent of
-// [trainLinear] — same learning rate schedule, L2 weight-scale trick and
-// skipping of learned samples — computing each sample's softmax over the
-// classes its features reach: every other class scores exactly 0 and has
-// no weight the sample could move, so they enter only the normaliser, as
-// one term. Deterministic for a given seed.
+// [trainLinear] — the same [sgdLoop], L2 weight-scale trick and gradient
+// floor — computing each sample's softmax over the classes its features
+// reach: every other class scores exactly 0 and has no weight the sample
+// could move, so they enter only the normaliser, as one term.
+// Deterministic for a given seed.
 //
 // Training stops with ctx's error when ctx is done.
 func trainSparse(ctx context.Context, samples []sample, kind []uint8, nClass int, maxClassDF *[numKinds]int, o sgdOptions) (*sparseLinear, error) {
@@ -119,121 +118,95 @@ func trainSparse(ctx context.Context, samples []sample, kind []uint8, nClass int
 	if len(samples) == 0 || nClass == 0 {
 		return m, nil
 	}
-	rng := rand.New(rand.NewPCG(o.seed, 0x5eed))
-	order := make([]int, len(samples))
-	for i := range order {
-		order[i] = i
-	}
 	z := make([]float32, nClass) // logits, then gradients, of the touched classes
 	seen := make([]int32, nClass)
 	var touched, active []int32
-	skip := make([]uint8, len(samples))
-	streak := make([]uint8, len(samples))
+	loop := newSGDLoop(len(samples), o)
 	scale := 1.0
-	t := 0.0
 	stamp := int32(0)
-	for epoch := range o.epochs {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for k, i := range order {
-			if k%1024 == 0 && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if skip[i] > 0 {
-				skip[i]--
-				continue
-			}
-			s := &samples[i]
-			eta := o.lr / (1 + o.lr*o.l2*t)
-			if o.linearDecay {
-				progress := (float64(epoch) + float64(k)/float64(len(order))) / float64(o.epochs)
-				eta *= max(0.01, 1-progress)
-			}
-			t++
-			// Scores, with the true weights scale·w, of the touched classes.
-			stamp++
-			touched = touched[:0]
-			sc := float32(scale)
-			for j, col := range s.x.cols {
-				v := s.x.vals[j] * sc
-				lo, hi := m.start[col], m.start[col+1]
-				w := m.w[lo:hi]
-				for kk, c := range m.class[lo:hi] {
-					if seen[c] != stamp {
-						seen[c] = stamp
-						touched = append(touched, c)
-						z[c] = 0
-					}
-					z[c] += v * w[kk]
+	for i, eta := range loop.steps(ctx) {
+		s := &samples[i]
+		// Scores, with the true weights scale·w, of the touched classes.
+		stamp++
+		touched = touched[:0]
+		sc := float32(scale)
+		for j, col := range s.x.cols {
+			v := s.x.vals[j] * sc
+			lo, hi := m.start[col], m.start[col+1]
+			w := m.w[lo:hi]
+			for kk, c := range m.class[lo:hi] {
+				if seen[c] != stamp {
+					seen[c] = stamp
+					touched = append(touched, c)
+					z[c] = 0
 				}
-			}
-			if seen[s.class] != stamp {
-				continue // no weight of its class: nothing to learn
-			}
-			// Softmax over the touched classes and the others' zeros.
-			mx := float32(math.Inf(-1))
-			if len(touched) < nClass {
-				mx = 0
-			}
-			for _, c := range touched {
-				mx = max(mx, z[c])
-			}
-			sum := float32(nClass-len(touched)) * float32(math.Exp(float64(-mx)))
-			for _, c := range touched {
-				e := float32(math.Exp(float64(z[c] - mx)))
-				z[c] = e
-				sum += e
-			}
-			pTrue := z[s.class] / sum
-			if o.skipEasy > 0 && 1-pTrue < o.skipEasy {
-				streak[i] = min(streak[i]+1, 4)
-				skip[i] = 1<<streak[i] - 1
-			} else {
-				streak[i] = 0
-			}
-			scale *= 1 - eta*o.l2
-			inv := float32(eta) * s.weight / float32(scale)
-			// z becomes the scaled gradient of each touched class, 0 when
-			// negligible; active lists the others, ascending.
-			active = active[:0]
-			for _, c := range touched {
-				g := z[c] / sum
-				if c == s.class {
-					g--
-				}
-				if g > -gradFloor && g < gradFloor {
-					g = 0
-				} else {
-					active = append(active, c)
-				}
-				z[c] = g * inv
-			}
-			// Late in training a few classes still learn: find them in
-			// each row rather than visiting all of it.
-			few := len(active) <= maxRowLookups
-			if few {
-				slices.Sort(active)
-			}
-			for j, col := range s.x.cols {
-				v := s.x.vals[j]
-				lo, hi := m.start[col], m.start[col+1]
-				w, row := m.w[lo:hi], m.class[lo:hi]
-				if !few || len(active)*8 >= len(row) {
-					for kk, c := range row {
-						w[kk] -= z[c] * v
-					}
-					continue
-				}
-				for _, c := range active {
-					if kk, ok := slices.BinarySearch(row, c); ok {
-						w[kk] -= z[c] * v
-					}
-				}
-			}
-			if scale < 1e-6 {
-				m.rescale(float32(scale))
-				scale = 1
+				z[c] += v * w[kk]
 			}
 		}
+		if seen[s.class] != stamp {
+			continue // no weight of its class: nothing to learn
+		}
+		// Softmax over the touched classes and the others' zeros.
+		mx := float32(math.Inf(-1))
+		if len(touched) < nClass {
+			mx = 0
+		}
+		for _, c := range touched {
+			mx = max(mx, z[c])
+		}
+		sum := float32(nClass-len(touched)) * float32(math.Exp(float64(-mx)))
+		for _, c := range touched {
+			e := float32(math.Exp(float64(z[c] - mx)))
+			z[c] = e
+			sum += e
+		}
+		loop.learned(i, z[s.class]/sum)
+		scale *= 1 - eta*o.l2
+		inv := float32(eta) * s.weight / float32(scale)
+		// z becomes the scaled gradient of each touched class, 0 when
+		// negligible; active lists the others, ascending.
+		active = active[:0]
+		for _, c := range touched {
+			g := z[c] / sum
+			if c == s.class {
+				g--
+			}
+			if g > -gradFloor && g < gradFloor {
+				g = 0
+			} else {
+				active = append(active, c)
+			}
+			z[c] = g * inv
+		}
+		// Late in training a few classes still learn: find them in
+		// each row rather than visiting all of it.
+		few := len(active) <= maxRowLookups
+		if few {
+			slices.Sort(active)
+		}
+		for j, col := range s.x.cols {
+			v := s.x.vals[j]
+			lo, hi := m.start[col], m.start[col+1]
+			w, row := m.w[lo:hi], m.class[lo:hi]
+			if !few || len(active)*8 >= len(row) {
+				for kk, c := range row {
+					w[kk] -= z[c] * v
+				}
+				continue
+			}
+			for _, c := range active {
+				if kk, ok := slices.BinarySearch(row, c); ok {
+					w[kk] -= z[c] * v
+				}
+			}
+		}
+		if scale < 1e-6 {
+			m.rescale(float32(scale))
+			scale = 1
+		}
+	}
+	if loop.err != nil {
+		return nil, loop.err
 	}
 	m.rescale(float32(scale))
 	return m, nil
