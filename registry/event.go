@@ -32,6 +32,8 @@ type Event struct {
 	Type EventType
 	// Agent is the record after the change (token included: subscribers are
 	// trusted in-process code). For EventDelete it is the removed record.
+	// Every subscriber gets the same record, which the registry never
+	// modifies: keep it as it is, and Clone it to change it.
 	Agent Agent
 	// Created is true for an EventPut that created the agent.
 	Created bool

@@ -582,3 +582,22 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// Redacted copies everything and drops the token; RedactedView drops the
+// token without copying the rest; neither touches the original.
+func TestRedactedAndRedactedView(t *testing.T) {
+	a := registry.Agent{Name: "x", Capabilities: []string{"a"}, Labels: map[string]string{"k": "v"},
+		Auth: &registry.Auth{Type: registry.AuthBearer, Token: "secret"}}
+	for name, r := range map[string]registry.Agent{"Redacted": a.Redacted(), "RedactedView": a.RedactedView()} {
+		assert.Empty(t, r.Auth.Token, name)
+		assert.Equal(t, registry.AuthBearer, r.Auth.Type, name)
+		assert.Equal(t, a.Capabilities, r.Capabilities, name)
+	}
+	assert.Equal(t, "secret", a.Auth.Token, "the original keeps its token")
+	v := a.RedactedView()
+	assert.Same(t, &a.Capabilities[0], &v.Capabilities[0], "the view shares the slices")
+	c := a.Redacted()
+	assert.NotSame(t, &a.Capabilities[0], &c.Capabilities[0], "Redacted copies them")
+	noToken := registry.Agent{Name: "y", Auth: &registry.Auth{Type: registry.AuthBearer}}
+	assert.Same(t, noToken.Auth, noToken.RedactedView().Auth, "nothing to drop: nothing copied")
+}

@@ -134,6 +134,9 @@ type Lexical struct {
 	// learnedOnce is set by the first training that succeeds: from then
 	// on the classifier is Ready, though it may learn new agents.
 	learnedOnce bool
+	// wanted asks the trainer for a training whether or not the
+	// classifier is in use (Sync, Classify catching up).
+	wanted bool
 }
 
 // LexicalInfo describes the model a [Lexical] classifier answers with.
@@ -275,7 +278,7 @@ func (l *Lexical) Apply(ev registry.Event) {
 		return
 	case registry.EventPut:
 		old, ok := l.agents[a.Name]
-		l.agents[a.Name] = a.Redacted()
+		l.agents[a.Name] = a.RedactedView()
 		l.liveLocked(a.Name).set(a)
 		if ok && sameText(&old, a) {
 			return
@@ -389,6 +392,15 @@ func (l *Lexical) run() {
 			case <-t.C:
 			}
 		}
+		// A kick left from before the classifier fell out of use does
+		// not train: only use, a first model, Sync or Classify do.
+		l.mu.Lock()
+		want := l.wanted || l.used.Load() || l.model.Load().empty()
+		l.wanted = false
+		l.mu.Unlock()
+		if !want {
+			continue
+		}
 		if err := l.train(ctx); err != nil && ctx.Err() == nil {
 			l.logger().Error("routing: lexical training failed", "err", err)
 		}
@@ -469,7 +481,8 @@ func (l *Lexical) Sync(ctx context.Context) error {
 	target := l.gen
 	running := l.running
 	if running && l.trainedGen < target {
-		l.kickLocked() // a classifier not in use has not started it
+		l.wanted = true // a classifier not in use has not started it
+		l.kickLocked()
 	}
 	l.mu.Unlock()
 	if !running {
@@ -582,6 +595,7 @@ func (l *Lexical) catchUp(ctx context.Context) {
 		l.mu.Unlock()
 		return
 	}
+	l.wanted = true
 	l.kickLocked()
 	l.mu.Unlock()
 	m := l.model.Load()

@@ -352,3 +352,24 @@ func TestLexicalInUseRetrainsAtOnce(t *testing.T) {
 		t.Fatal("a classifier in use did not retrain after a change")
 	}
 }
+
+// A kick queued while the trainer waited out its debounce (Sync called
+// then) does not make an unused classifier train the changes after.
+func TestLexicalLeftoverKickDoesNotTrain(t *testing.T) {
+	l := NewLexical(&LexicalOptions{Debounce: 50 * time.Millisecond})
+	defer l.Close()
+	src := registrytest.NewSource()
+	defer l.Follow(src)()
+	var trainings atomic.Int64
+	l.trainMu.Lock()
+	l.onTrain = func() { trainings.Add(1) }
+	l.trainMu.Unlock()
+	for _, a := range lexHelpDeskInternal() {
+		src.Emit(registry.Event{Type: registry.EventPut, Agent: a}) // an empty model: the trainer starts its debounce
+	}
+	require.NoError(t, l.Sync(context.Background())) // kicks again, during the debounce
+	settled := trainings.Load()
+	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz"}}})
+	time.Sleep(300 * time.Millisecond) // six debounces
+	assert.Equal(t, settled, trainings.Load(), "an unused classifier trained a change")
+}

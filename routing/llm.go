@@ -294,7 +294,7 @@ func (l *LLM) Apply(ev registry.Event) {
 			l.agents[a.Name] = old
 		}
 	case registry.EventPut:
-		l.agents[a.Name] = a.Redacted()
+		l.agents[a.Name] = a.RedactedView()
 		l.gen++
 	case registry.EventDelete:
 		if _, ok := l.agents[a.Name]; ok {

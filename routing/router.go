@@ -286,7 +286,7 @@ func (r *Router) apply(ev registry.Event) {
 }
 
 func (r *Router) putLocked(a registry.Agent) {
-	a = a.Redacted()
+	a = a.RedactedView()
 	r.agents[a.Name] = a
 	switch {
 	case a.IsDefault:
