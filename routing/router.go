@@ -338,7 +338,8 @@ type Request struct {
 	// EntryPoint names the client (the seed's "slack"); informational.
 	EntryPoint string `json:"entry_point,omitempty"`
 	// Metadata is passed to the agent (MCP handle_message metadata) and
-	// stored on a new session.
+	// stored on a new session; keys starting with
+	// [ReservedMetadataPrefix] are stored but not passed.
 	Metadata map[string]any `json:"metadata,omitempty"`
 	// RequestID is the front-end's id for the request; empty means a new
 	// UUID. Not part of the wire form.

@@ -256,8 +256,34 @@ func (r *Router) turnFor(t *turn) *delegation.Turn {
 		DetectedLanguage: t.cls.DetectedLanguage,
 		History:          []delegation.TurnEntry{},
 		WorkflowState:    map[string]any{},
-		Metadata:         t.req.Metadata,
+		Metadata:         agentMetadata(t.req.Metadata),
 	}
+}
+
+// ReservedMetadataPrefix starts the metadata keys that are the mesh's own
+// (such as the HTTP API's session owner): they are kept on the session but
+// never sent to agents.
+const ReservedMetadataPrefix = "agentmesh_"
+
+// agentMetadata is m without its reserved keys: m itself when it has none.
+func agentMetadata(m map[string]any) map[string]any {
+	reserved := false
+	for k := range m {
+		if strings.HasPrefix(k, ReservedMetadataPrefix) {
+			reserved = true
+			break
+		}
+	}
+	if !reserved {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, ReservedMetadataPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // historyOf converts a session history to handle_message turn entries.

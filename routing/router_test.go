@@ -320,7 +320,8 @@ func TestRouterRouteThenSessionBypass(t *testing.T) {
 
 func TestRouterMCPTurnAndWorkflowComplete(t *testing.T) {
 	e := newRouterEnv(t, envConfig{})
-	resp := e.handle(Request{Input: "payroll question", UserID: "bob", EmployeeID: "E-7", DisplayName: "Bob", Metadata: map[string]any{"org": "acme"}})
+	resp := e.handle(Request{Input: "payroll question", UserID: "bob", EmployeeID: "E-7", DisplayName: "Bob",
+		Metadata: map[string]any{"org": "acme", "agentmesh_owner_token": "ops"}})
 	assert.Equal(t, "hr", resp.AgentID)
 	assert.Equal(t, "hr handled step 1", resp.Response)
 	assert.False(t, resp.WorkflowComplete)
@@ -338,7 +339,9 @@ func TestRouterMCPTurnAndWorkflowComplete(t *testing.T) {
 	assert.Equal(t, "en", args["detected_language"])
 	assert.Equal(t, []any{}, args["turn_history"])
 	assert.Equal(t, map[string]any{}, args["workflow_state"])
-	assert.Equal(t, "acme", args["metadata"].(map[string]any)["org"])
+	meta := args["metadata"].(map[string]any)
+	assert.Equal(t, "acme", meta["org"])
+	assert.NotContains(t, meta, "agentmesh_owner_token", "the mesh's own keys stay with the mesh")
 
 	s := e.active("bob")
 	assert.Equal(t, map[string]any{"step": 1.0}, s.WorkflowState)
