@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -221,4 +222,28 @@ func TestE2EIdentitiesBadFile(t *testing.T) {
 		}, &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), `entry 2 (line 3): slack_user_id \"U0ADA\" is already the key of entry 1 (line 1)`)
+}
+
+// The Slack token comes from --slack-token or, better, SLACK_BOT_TOKEN;
+// the flag wins, as for every flag.
+func TestSlackTokenFlagAndEnv(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{nil, "xoxb-env", "xoxb-env"},
+		{[]string{"--slack-token", "xoxb-flag"}, "", "xoxb-flag"},
+		{[]string{"--slack-token", "xoxb-flag"}, "xoxb-env", "xoxb-flag"},
+	} {
+		var cfg serveConfig
+		f := serveFlags(&cfg, io.Discard)
+		require.NoError(t, f.parse(tc.args, func(k string) string {
+			if k == "SLACK_BOT_TOKEN" {
+				return tc.env
+			}
+			return ""
+		}))
+		assert.Equal(t, tc.want, cfg.mesh.identity.slackToken, "%v %q", tc.args, tc.env)
+	}
 }

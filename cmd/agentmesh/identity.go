@@ -20,7 +20,7 @@ import (
 // a setting of both servers.
 type identityConfig struct {
 	file        string // --identities
-	slackToken  string // SLACK_BOT_TOKEN only, never a flag (flags show in ps)
+	slackToken  string // --slack-token, SLACK_BOT_TOKEN (better: flags show in ps)
 	slackAPIURL string
 	slackField  string
 }
@@ -28,6 +28,7 @@ type identityConfig struct {
 // identityFlags declares the identity flags on f.
 func identityFlags(f *flags, cfg *identityConfig) {
 	f.String(&cfg.file, "identities", "MESH_IDENTITIES_FILE", "", "YAML or JSON list of {slack_user_id, user_id, email, employee_id, display_name} resolving the users of routed requests; reloaded on SIGHUP and POST /v1/admin/reload")
+	f.String(&cfg.slackToken, "slack-token", "SLACK_BOT_TOKEN", "", "Slack bot token (users:read) resolving slack_user_id with users.info; prefer the environment variable, as a flag shows in ps")
 	f.String(&cfg.slackAPIURL, "slack-api-url", "MESH_SLACK_API_URL", routing.DefaultSlackAPIURL, "Slack Web API root for resolving slack_user_id with users.info; used when SLACK_BOT_TOKEN is set")
 	f.String(&cfg.slackField, "slack-employee-field", "MESH_SLACK_EMPLOYEE_FIELD", "", "Slack profile field holding the employee id: a custom field id (Xf…) or a standard profile key (email, title…); empty means Slack gives display names only")
 }

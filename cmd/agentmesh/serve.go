@@ -147,7 +147,6 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
-	cfg.mesh.identity.slackToken = env("SLACK_BOT_TOKEN")
 	if cfg.mesh.identities, err = newIdentities(cfg.mesh.identity, cfg.mesh, promReg, log); err != nil {
 		return err
 	}
