@@ -86,6 +86,29 @@ func TestAsyncCallbackRoundTrip(t *testing.T) {
 	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
 }
 
+// A callback ends a routed conversation, or sets its state, with the
+// fields a 200 reply uses next to its result.
+func TestAsyncCallbackWorkflowFields(t *testing.T) {
+	e := newEnv(t, nil)
+	got := asyncAgent(e, "slowpoke")
+	rec := e.delegate(delegation.Request{Target: "slowpoke", Task: "long job", Async: true})
+	require.Equal(t, delegation.StatusAccepted, rec.Status, rec.Error)
+	tr := <-got
+	code, body := callBack(t, tr.CallbackURL, `{"status":"completed","result":"Refund issued.","workflowComplete":true,"workflowState":{"refundId":"r-17"}}`)
+	require.Equal(t, http.StatusOK, code, body)
+	r := e.stored(rec.ID)
+	require.NotNil(t, r.Response, "the workflow fields are kept as the agent's response")
+	assert.Equal(t, "Refund issued.", r.Response.Content)
+	assert.True(t, r.Response.WorkflowComplete)
+	assert.Equal(t, map[string]any{"refundId": "r-17"}, r.Response.WorkflowState)
+
+	rec = e.delegate(delegation.Request{Target: "slowpoke", Task: "plain", Async: true})
+	tr = <-got
+	code, body = callBack(t, tr.CallbackURL, `{"status":"completed","result":{"rows":3}}`)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Nil(t, e.stored(rec.ID).Response, "no workflow fields: no response")
+}
+
 // SPEC 4.1: callback errors: 401 wrong/missing secret, 404 unknown id, 400
 // bad status or body (after authentication), 409 already final.
 func TestAsyncCallbackErrors(t *testing.T) {

@@ -27,6 +27,10 @@ type Outcome struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error describes the failure, for a failed delegation.
 	Error string `json:"error,omitempty"`
+	// WorkflowComplete and WorkflowState end a routed conversation or
+	// set its state, as next to the result of a 200 reply.
+	WorkflowComplete bool           `json:"workflowComplete,omitempty"`
+	WorkflowState    map[string]any `json:"workflowState,omitempty"`
 }
 
 // maxCallbackBody caps a callback's body: a result of MaxResultBytes plus
@@ -132,6 +136,9 @@ func (c *Client) complete(ctx context.Context, id, secret string, trusted bool, 
 		}
 		if out.Status == StatusCompleted && code == "" {
 			next.Result = out.Result
+			if out.WorkflowComplete || out.WorkflowState != nil {
+				next.Response = &AgentResponse{Content: resultText(out.Result), WorkflowComplete: out.WorkflowComplete, WorkflowState: out.WorkflowState}
+			}
 			finalize(&next, StatusCompleted, "", "", now)
 		} else {
 			next.Result = nil
@@ -322,9 +329,11 @@ func decodeOutcome(r io.Reader) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var raw struct {
-		Status *string          `json:"status"`
-		Result json.RawMessage  `json:"result"`
-		Error  *json.RawMessage `json:"error"`
+		Status           *string          `json:"status"`
+		Result           json.RawMessage  `json:"result"`
+		Error            *json.RawMessage `json:"error"`
+		WorkflowComplete *bool            `json:"workflowComplete"`
+		WorkflowState    map[string]any   `json:"workflowState"`
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
@@ -343,6 +352,8 @@ func decodeOutcome(r io.Reader) (Outcome, error) {
 	if len(raw.Result) > 0 && !bytes.Equal(raw.Result, []byte("null")) {
 		out.Result = raw.Result
 	}
+	out.WorkflowComplete = raw.WorkflowComplete != nil && *raw.WorkflowComplete
+	out.WorkflowState = raw.WorkflowState
 	if raw.Error != nil {
 		var s string
 		if json.Unmarshal(*raw.Error, &s) == nil {

@@ -154,20 +154,18 @@ func TestAgentGuideExample(t *testing.T) {
 
 	// Once the workflow is complete, the next message is classified again
 	// and opens a new session. The agent answers it 202 and calls back:
-	// the mesh holds the request until the callback, whose result, in the
-	// nested form, ends this conversation too.
+	// the mesh holds the request until the callback, whose
+	// workflowComplete, next to its result, ends this conversation too.
 	r = c.do(http.MethodPost, "/v1/request", ex.object(t, "async-call"))
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
 	resp3 := r.obj(t)
 	assert.NotEqual(t, sid, resp3["session_id"], "a new conversation after workflowComplete")
 	assert.Equal(t, "billing", resp3["agent_id"], "%s", r)
 	var cb struct {
-		Result struct {
-			Content string `json:"content"`
-		} `json:"result"`
+		Result string `json:"result"`
 	}
 	require.NoError(t, json.Unmarshal(callback, &cb))
-	assert.Equal(t, cb.Result.Content, resp3["response"], "the callback's content is the answer: %s", r)
+	assert.Equal(t, cb.Result, resp3["response"], "the callback's result is the answer: %s", r)
 	assert.Equal(t, true, resp3["workflow_complete"], "%s", r)
 	var ack map[string]any
 	select {
