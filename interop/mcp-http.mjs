@@ -15,7 +15,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { CORE_TOOLS, binaryPath, callErr, callOk, checkTools, log, main, mcpFlow, onCleanup, startAgent, startServe, step } from './lib.mjs';
+import { CORE_TOOLS, ROUTING_TOOLS, binaryPath, callErr, callOk, checkTools, log, main, mcpFlow, onCleanup, startAgent, startServe, step } from './lib.mjs';
 
 const TOKEN = 'interop-mesh-token-0123456789';
 const READ_TOKEN = 'interop-read-token-0123456789';
@@ -56,10 +56,32 @@ await main('mcp-http', async () => {
     return c;
   });
 
-  // serve enables routing (mesh_route, handle_message) only with --agents.
-  const tools = await step('tools/list: SPEC 7 names, input/output schemas, annotations', () => checkTools(client, CORE_TOOLS));
+  // serve routes by default, whatever registered the agents: the routing
+  // tools are listed without --agents.
+  const tools = await step('tools/list: SPEC 7 names, input/output schemas, annotations', () =>
+    checkTools(client, [...CORE_TOOLS, ...ROUTING_TOOLS]),
+  );
 
   await mcpFlow(client, { tools, agent, agentToken, suffix: 'http', asyncCallbacks: true });
+
+  await step('mesh_route routes among agents declared with mesh_register, a default agent among them', async () => {
+    const auth = { type: 'bearer', token: agentToken };
+    await callOk(client, 'mesh_register', {
+      name: 'http-general', description: 'Answers anything else.', capabilities: ['general'], isDefault: true,
+      examples: ['hello there', 'tell me a joke', 'what can you do'], endpoint: agent.url, auth,
+    });
+    await callOk(client, 'mesh_register', {
+      name: 'http-weather', description: 'Gives weather forecasts.', capabilities: ['weather', 'forecast'],
+      examples: ['will it rain tomorrow in Paris', 'weather forecast for Berlin', 'how hot is it today'], endpoint: agent.url, auth,
+    });
+    // The first request after the registrations is routed with them.
+    const out = await callOk(client, 'mesh_route', { input: 'will it rain tomorrow in Lyon' });
+    assert.equal(out.decision, 'route', JSON.stringify(out));
+    assert.equal(out.agent_id, 'http-weather', JSON.stringify(out));
+    const other = await callOk(client, 'mesh_route', { input: 'tell me a joke about cats' });
+    assert.notEqual(other.reason, 'no_default_agent', JSON.stringify(other));
+    assert.equal(other.agent_id, 'http-general', JSON.stringify(other));
+  });
 
   await step('no client-side protocol errors on the connection', () => {
     assert.deepEqual(errors.map(String), []);
