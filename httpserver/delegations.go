@@ -35,10 +35,9 @@ func (s *Server) delegationRoutes() {
 	// The callback is authenticated by its single-use secret (?token=), or
 	// by a mesh token with the delegate scope (for agents that were sent
 	// no callback URL); the delegation package checks either.
-	cb := s.del.CallbackHandler(func(r *http.Request) bool {
-		id, ok := IdentityFrom(r.Context())
-		return ok && id.Has(ScopeDelegate)
-	})
+	// Only the delegation's own secret reports its result: a caller's
+	// token, whatever its scopes, could forge another caller's outcome.
+	cb := s.del.CallbackHandler(nil)
 	s.handle("POST /v1/delegations/{id}/result", authCallback, "", func(w *recorder, r *http.Request) {
 		cb.ServeHTTP(w, r)
 	})

@@ -191,12 +191,14 @@ func TestDelegateAsyncCallback(t *testing.T) {
 			t.Fatal("the long-poll did not return")
 		}
 
-		// The mesh token (delegate scope) may report instead of the secret.
+		// No bearer token reports instead of the secret, whatever its
+		// scopes: a caller could forge another caller's outcome.
 		d, cb = start()
 		u, _ = url.Parse(cb)
 		u.RawQuery = ""
 		expectError(t, postJSON(t, u.String(), readToken, `{"status":"failed","error":"no data"}`), http.StatusUnauthorized, "unauthenticated")
-		r = postJSON(t, u.String(), delegateToken, `{"status":"failed","error":"no data"}`)
+		expectError(t, postJSON(t, u.String(), delegateToken, `{"status":"failed","error":"no data"}`), http.StatusUnauthorized, "unauthenticated")
+		r = postJSON(t, cb, "", `{"status":"failed","error":"no data"}`)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 		r = e.get("/v1/delegations/"+d.ID, readToken)
 		var rec delegation.Record

@@ -35,7 +35,7 @@
 //	GET    /v1/delegations                  read      ?limit&offset&status&target, bare array + Link
 //	GET    /v1/delegations/{id}             read      ?wait=30s long-poll (at most [MaxWait])
 //	POST   /v1/delegations/{id}/cancel      delegate  200 the canceled record / 404 / 409
-//	POST   /v1/delegations/{id}/result      callback  the secret in ?token=, or a token with scope delegate
+//	POST   /v1/delegations/{id}/result      callback  the delegation's secret in ?token= (never a bearer token)
 //	POST   /v1/admin/reload                 admin     when Options.Reload is set
 //	GET    /v1/audit                        admin     ?limit&since&cursor, bare array + Link (when Options.Audit is set)
 //

@@ -713,13 +713,17 @@ func TestE2EServe(t *testing.T) {
 		assert.Equal(t, "accepted", r.obj(t)["status"])
 		scb := ag.request(t, sid).CallbackURL
 		anon.do("POST", scb[strings.Index(scb, "/v1/"):], `{"status":"done"}`).requireError(t, 400, "invalid_argument")
-		// An agent without the callback URL may report with a mesh token
-		// holding the delegate scope.
+		// Only the callback URL's secret reports: a bearer token, even
+		// the mesh token with every scope, cannot forge an outcome.
 		r = api.do("POST", "/v1/delegate", map[string]any{"targetName": "silent-agent", "task": "reported with a token", "async": true})
 		require.Equal(t, 200, r.status, "%s", r)
 		tid := r.obj(t)["id"].(string)
 		reader.with(t).do("POST", "/v1/delegations/"+tid+"/result", done).requireError(t, 401, "unauthenticated")
-		r = api.do("POST", "/v1/delegations/"+tid+"/result", `{"status":"failed","error":"disk full"}`)
+		api.do("POST", "/v1/delegations/"+tid+"/result", `{"status":"failed","error":"disk full"}`).requireError(t, 401, "unauthenticated")
+		r = api.do("GET", "/v1/delegations/"+tid, nil)
+		assert.Equal(t, "accepted", r.obj(t)["status"], "the record is unchanged: %s", r)
+		tcb := ag.request(t, tid).CallbackURL
+		r = anon.do("POST", tcb[strings.Index(tcb, "/v1/"):], `{"status":"failed","error":"disk full"}`)
 		require.Equal(t, 200, r.status, "%s", r)
 		r = api.do("GET", "/v1/delegations/"+tid, nil)
 		assert.Equal(t, "failed", r.obj(t)["status"], "%s", r)
