@@ -541,6 +541,7 @@ func (c *Client) send(ctx context.Context, t Transport, p *plan, msg Message, f 
 		c.setAttempts(f, attempt)
 		actx, span := c.startAttempt(ctx, p, msg.DelegationID, attempt)
 		reply, err := t.Send(actx, p.agent, msg)
+		err = maskAgentSecrets(err, p.agent)
 		endAttempt(span, reply, err)
 		if err == nil || ctx.Err() != nil || attempt > MaxRetries {
 			return reply, attempt, err

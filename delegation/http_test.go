@@ -369,3 +369,23 @@ func TestHTTPTransportDirect(t *testing.T) {
 	var ue *url.Error
 	assert.True(t, errors.As(err, &ue))
 }
+
+// An agent whose error reply echoes its request headers does not expose
+// its own token on the record every reader sees.
+func TestHTTPErrorBodyMasksTheAgentsToken(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = fmt.Fprintf(w, "refused; you sent Authorization: %s and X-Api-Key=%s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	}))
+	defer srv.Close()
+	e.register(registry.Agent{Name: "echoer", Endpoint: srv.URL,
+		Auth: &registry.Auth{Type: registry.AuthBearer, Token: "agent-secret-0123"}})
+	rec := e.delegate(delegation.Request{Target: "echoer", Task: "t"})
+	require.Equal(t, delegation.StatusFailed, rec.Status)
+	assert.Equal(t, delegation.CodeAgentError, rec.Code)
+	assert.Contains(t, rec.Error, "agent returned 403")
+	assert.NotContains(t, rec.Error, "agent-secret-0123")
+	assert.Contains(t, rec.Error, "[redacted]")
+	assert.NotContains(t, fmt.Sprint(e.stored(rec.ID)), "agent-secret-0123", "nor is it stored")
+}
