@@ -238,8 +238,8 @@ func TestHTTPAgentDown(t *testing.T) {
 	rec := e.delegate(delegation.Request{Target: "down", Task: "t"})
 	assert.Equal(t, delegation.StatusFailed, rec.Status)
 	assert.Equal(t, delegation.CodeAgentUnreachable, rec.Code)
-	assert.Contains(t, rec.Error, "cannot connect to the agent")
-	assert.NotContains(t, rec.Error, "Post ", "the URL is not repeated")
+	assert.Equal(t, "cannot connect to the agent: connection refused", rec.Error)
+	assert.NotContains(t, rec.Error, "127.0.0.1", "the address is not repeated")
 	assert.Equal(t, 3, rec.Attempts)
 	assert.Len(t, e.sleeps.all(), 2)
 }
@@ -286,7 +286,7 @@ func TestHTTPDNSFailureRetried(t *testing.T) {
 	rec := e.delegate(delegation.Request{Target: "ghost", Task: "t"})
 	assert.Equal(t, delegation.StatusFailed, rec.Status)
 	assert.Equal(t, delegation.CodeAgentUnreachable, rec.Code)
-	assert.Contains(t, rec.Error, "no such host")
+	assert.Equal(t, "cannot connect to the agent: the host name does not resolve", rec.Error)
 	assert.Equal(t, 3, rec.Attempts)
 	assert.Equal(t, 3, lookups.get())
 }
@@ -388,4 +388,19 @@ func TestHTTPErrorBodyMasksTheAgentsToken(t *testing.T) {
 	assert.NotContains(t, rec.Error, "agent-secret-0123")
 	assert.Contains(t, rec.Error, "[redacted]")
 	assert.NotContains(t, fmt.Sprint(e.stored(rec.ID)), "agent-secret-0123", "nor is it stored")
+}
+
+// A name that does not resolve says so without the resolver's address.
+func TestHTTPAgentNameDoesNotResolve(t *testing.T) {
+	e := newEnv(t, nil)
+	e.register(registry.Agent{Name: "nowhere", Endpoint: "http://agent.invalid/task"})
+	rec := e.delegate(delegation.Request{Target: "nowhere", Task: "t"})
+	assert.Equal(t, delegation.StatusFailed, rec.Status)
+	assert.Equal(t, delegation.CodeAgentUnreachable, rec.Code, rec.Error)
+	assert.Contains(t, []string{
+		"cannot connect to the agent: the host name does not resolve",
+		"cannot connect to the agent: the host name lookup failed",
+		"cannot connect to the agent: the host name lookup timed out",
+	}, rec.Error)
+	assert.NotRegexp(t, `\d+\.\d+\.\d+\.\d+|:53\b`, rec.Error, "no address or resolver")
 }
