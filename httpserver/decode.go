@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
@@ -56,12 +58,17 @@ func tooLarge(limit int64) *apiError {
 }
 
 // decodeJSON decodes body, which must hold exactly one JSON value of dst's
-// shape, into dst. Unknown object keys (matched case-sensitively, see
-// checkKeys), duplicate keys, wrong types, malformed or trailing
-// data and invalid UTF-8 are refused with a 400 invalid_argument that names
-// the field where one is known. It never panics and every error it returns
-// carries a code.
+// shape, into dst. Arrays and objects nested more than jsonlimit.MaxDepth
+// deep, unknown object keys (matched case-sensitively, see checkKeys),
+// duplicate keys, wrong types, malformed or trailing data and invalid
+// UTF-8 are refused with a 400 invalid_argument that names the field
+// where one is known. It never panics and every error it returns carries
+// a code. Its cost is linear in len(body): the depth is checked first, in
+// one pass that allocates nothing, so nothing after it recurses deeper.
 func decodeJSON(body []byte, dst any) *apiError {
+	if err := jsonlimit.CheckDepth(body, jsonlimit.MaxDepth); err != nil {
+		return tooDeep()
+	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("a JSON request body is required")
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 )
 
 // checkKeys walks the JSON value in body alongside the Go type t and
@@ -13,16 +16,22 @@ import (
 // keys given twice. encoding/json matches keys case-insensitively and lets
 // the last duplicate win, so without this check {"Endpoint": …} would
 // silently set endpoint, and {"endpoint": a, "endpoint": b} would store b
-// past any check of a (SPEC 1: a typo must not silently become a default).
+// past any check of a: a typo must not silently become a default.
 //
 // Values of types that decode themselves (json.Unmarshaler, such as
 // json.RawMessage) and of interface types are only checked for duplicate
 // keys. Malformed JSON is left for the decoder to report precisely:
 // checkKeys then returns nil.
+//
+// Its cost is linear in the size of body: the caller has bounded the
+// nesting ([jsonlimit.CheckDepth]; checkKeys refuses a deeper body too,
+// should one reach it), and the path naming a field is built only for
+// the error that names it.
 func checkKeys(body []byte, t reflect.Type) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	err := walkKeys(dec, t, "")
+	w := keyWalker{dec: dec}
+	err := w.walk(t)
 	if e, ok := err.(*apiError); ok {
 		return e
 	}
@@ -31,16 +40,72 @@ func checkKeys(body []byte, t reflect.Type) *apiError {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+// keyWalker is the state of one checkKeys pass: the decoder and the path
+// to the value being read, one segment per level.
+type keyWalker struct {
+	dec  *json.Decoder
+	path []pathSeg
+}
+
+// pathSeg is one level of a path: an object key, or an array index when
+// key is not set.
+type pathSeg struct {
+	key   string
+	isKey bool
+	index int
+}
+
+// name renders the path ("agents[2].labels.x"), for an error message.
+func (w *keyWalker) name() string {
+	var b strings.Builder
+	for i, s := range w.path {
+		if !s.isKey {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.key)
+	}
+	return b.String()
+}
+
+// fits reports whether a value of kind k decodes from a JSON value opened
+// by d.
+func fits(k reflect.Kind, d json.Delim) bool {
+	if d == '{' {
+		return k == reflect.Struct || k == reflect.Map
+	}
+	return k == reflect.Slice || k == reflect.Array
+}
+
+// tooDeep is the error of a body nested deeper than jsonlimit.MaxDepth.
+func tooDeep() *apiError {
+	return badRequest("the request body nests arrays and objects more than %d deep", jsonlimit.MaxDepth)
+}
+
+func (w *keyWalker) walk(t reflect.Type) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
 		t = nil // opaque: check duplicates only
 	}
-	tok, err := dec.Token()
+	tok, err := w.dec.Token()
 	if err != nil {
 		return err
+	}
+	switch tok {
+	case json.Delim('{'), json.Delim('['):
+		if len(w.path) >= jsonlimit.MaxDepth {
+			return tooDeep()
+		}
+		if t != nil && !fits(t.Kind(), tok.(json.Delim)) {
+			return nil // a type error, for the decoder to name
+		}
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -54,75 +119,58 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 				elem = t.Elem()
 			}
 		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
+		var seen map[string]struct{}
+		w.path = append(w.path, pathSeg{isKey: true})
+		top := len(w.path) - 1
+		for w.dec.More() {
+			kt, err := w.dec.Token()
 			if err != nil {
 				return err
 			}
 			key, _ := kt.(string)
-			name := joinPath(path, key)
-			if seen[key] {
+			w.path[top].key = key
+			if seen == nil {
+				seen = map[string]struct{}{}
+			}
+			if _, dup := seen[key]; dup {
+				name := w.name()
 				return fieldError(name, "field %q is given twice", name)
 			}
-			seen[key] = true
+			seen[key] = struct{}{}
 			next := elem
 			if fields != nil {
 				ft, ok := fields[key]
 				if !ok {
+					name := w.name()
 					return fieldError(name, "unknown field %q (field names are case-sensitive)", name)
 				}
 				next = ft
 			}
-			if err := walkKeys(dec, next, name); err != nil {
+			if err := w.walk(next); err != nil {
 				return err
 			}
 		}
-		_, err = dec.Token() // '}'
+		w.path = w.path[:top]
+		_, err = w.dec.Token() // '}'
 		return err
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walkKeys(dec, elem, elemPath(path, i)); err != nil {
+		w.path = append(w.path, pathSeg{})
+		top := len(w.path) - 1
+		for i := 0; w.dec.More(); i++ {
+			w.path[top].index = i
+			if err := w.walk(elem); err != nil {
 				return err
 			}
 		}
-		_, err = dec.Token() // ']'
+		w.path = w.path[:top]
+		_, err = w.dec.Token() // ']'
 		return err
 	}
 	return nil // a scalar
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func elemPath(path string, i int) string {
-	var b strings.Builder
-	b.WriteString(path)
-	b.WriteByte('[')
-	b.WriteString(itoa(i))
-	b.WriteByte(']')
-	return b.String()
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var buf [20]byte
-	n := len(buf)
-	for ; i > 0; i /= 10 {
-		n--
-		buf[n] = byte('0' + i%10)
-	}
-	return string(buf[n:])
 }
 
 // fieldCache maps a struct type to its JSON field names and types.
