@@ -64,6 +64,10 @@ type Options struct {
 	// addresses.
 	Policy *netguard.Policy
 
+	// MaxAgents caps the agents of the registry (registry.Options.MaxAgents);
+	// zero means no cap.
+	MaxAgents int
+
 	// PublicURL is the base URL under which agents post the results of
 	// async delegations (<PublicURL>/v1/delegations/<id>/result). Empty
 	// means [delegation.DefaultPublicURL].
@@ -246,7 +250,7 @@ func Open(ctx context.Context, opts *Options) (m *Mesh, err error) {
 		}
 	}()
 
-	m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: o.Policy, OnWrite: o.OnRegistryWrite, Logger: log})
+	m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: o.Policy, MaxAgents: o.MaxAgents, OnWrite: o.OnRegistryWrite, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ var (
 	// ErrManagedByFile: the agent belongs to the YAML agent directory and
 	// the API may not replace or delete it.
 	ErrManagedByFile = apierr.New(pkg, CodeManagedByFile, "agent is managed by the agent directory")
+	// ErrFull: the registry holds Options.MaxAgents agents, and a
+	// registration would create one more.
+	ErrFull = apierr.New(pkg, apierr.CodeConflict, "the registry is full")
 	// ErrDefaultConflict: another agent is already the default agent.
 	ErrDefaultConflict = apierr.New(pkg, apierr.CodeConflict, "another agent is already the default")
 	// ErrBadCursor: a List cursor that this registry did not issue.

@@ -32,6 +32,13 @@ type Options struct {
 	// yourself, as tests with an injected clock do).
 	SweepInterval time.Duration
 
+	// MaxAgents caps the agents the registry holds: a registration that
+	// would create one more fails with [ErrFull] (replacing an agent
+	// always works). Zero means no cap. With a store shared by replicas
+	// the count is this registry's view, so the replicas together may
+	// briefly hold a few more.
+	MaxAgents int
+
 	// Logger receives lifecycle events (expiry removals, dropped errors).
 	// Nil means discard.
 	Logger *slog.Logger
@@ -77,6 +84,8 @@ type Registry struct {
 	seed      maphash.Seed
 	nameLocks [64]sync.Mutex // per-name write serialisation, by hash
 	defaultMu sync.Mutex     // serialises writes of default agents
+	maxAgents int
+	createMu  sync.Mutex // with maxAgents, serialises the registrations that create an agent
 
 	mu          sync.RWMutex
 	agents      map[string]*Agent // committed records, token included
@@ -139,14 +148,15 @@ func New(ctx context.Context, store Store, opts *Options) (*Registry, error) {
 		return nil, fmt.Errorf("registry: load agents: %w", err)
 	}
 	r := &Registry{
-		store:   store,
-		policy:  o.Policy,
-		now:     o.Now,
-		log:     o.Logger,
-		onWrite: o.OnWrite,
-		seed:    maphash.MakeSeed(),
-		agents:  make(map[string]*Agent, len(list)),
-		subs:    make(map[uint64]*subscriber),
+		store:     store,
+		policy:    o.Policy,
+		maxAgents: o.MaxAgents,
+		now:       o.Now,
+		log:       o.Logger,
+		onWrite:   o.OnWrite,
+		seed:      maphash.MakeSeed(),
+		agents:    make(map[string]*Agent, len(list)),
+		subs:      make(map[uint64]*subscriber),
 	}
 	for i := range list {
 		r.agents[list[i].Name] = &list[i]
@@ -223,6 +233,10 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		}
 	}
 
+	if r.maxAgents > 0 {
+		r.createMu.Lock()
+		defer r.createMu.Unlock()
+	}
 	now := r.now()
 	var stored Agent
 	var created bool
@@ -230,6 +244,9 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		next := a.Clone()
 		next.RegisteredAt, next.UpdatedAt, next.LastSeen = now, now, now
 		created = cur == nil
+		if created && r.maxAgents > 0 && r.Len() >= r.maxAgents {
+			return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
+		}
 		if cur != nil {
 			if cur.Source == SourceFile {
 				return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
@@ -522,7 +539,7 @@ func (r *Registry) update(ctx context.Context, name string, fn func(cur *Agent) 
 
 func isOwnError(err error) bool {
 	var fe *FieldError
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrManagedByFile) ||
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrManagedByFile) || errors.Is(err, ErrFull) ||
 		errors.Is(err, errStillAlive) || errors.As(err, &fe)
 }
 

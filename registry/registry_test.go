@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -600,4 +601,47 @@ func TestRedactedAndRedactedView(t *testing.T) {
 	assert.NotSame(t, &a.Capabilities[0], &c.Capabilities[0], "Redacted copies them")
 	noToken := registry.Agent{Name: "y", Auth: &registry.Auth{Type: registry.AuthBearer}}
 	assert.Same(t, noToken.Auth, noToken.RedactedView().Auth, "nothing to drop: nothing copied")
+}
+
+// MaxAgents caps creations, never replacements; deleting frees a place.
+func TestMaxAgents(t *testing.T) {
+	ctx := context.Background()
+	reg, err := registry.New(ctx, memstore.New(), &registry.Options{MaxAgents: 3})
+	require.NoError(t, err)
+	defer reg.Close()
+	agent := func(name string) registry.Agent {
+		return registry.Agent{Name: name, Description: "d", Capabilities: []string{"c"}, Endpoint: "https://" + name + ".example.com/task"}
+	}
+	// Concurrent creations: exactly three succeed.
+	var wg sync.WaitGroup
+	var full atomic.Int32
+	for i := range 10 {
+		wg.Go(func() {
+			_, _, err := reg.Register(ctx, agent(fmt.Sprintf("a%d", i)))
+			if errors.Is(err, registry.ErrFull) {
+				full.Add(1)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int32(7), full.Load())
+	assert.Equal(t, 3, reg.Len())
+	page, err := reg.List(ctx, registry.ListOptions{})
+	require.NoError(t, err)
+	first := page.Agents[0].Name
+	a := agent(first)
+	a.Description = "replaced"
+	_, created, err := reg.Register(ctx, a)
+	require.NoError(t, err, "replacing an agent of a full registry works")
+	assert.False(t, created)
+	_, _, err = reg.Register(ctx, agent("one-more"))
+	require.ErrorIs(t, err, registry.ErrFull)
+	code, msg, _ := apierr.Describe(err)
+	assert.Equal(t, apierr.CodeConflict, code)
+	assert.Contains(t, msg, "maximum of 3 agents")
+	require.NoError(t, reg.Delete(ctx, first))
+	_, _, err = reg.Register(ctx, agent("one-more"))
+	require.NoError(t, err, "a deletion frees a place")
 }

@@ -1367,3 +1367,26 @@ func TestE2EStdioRoutingWithoutYAML(t *testing.T) {
 		assert.Equal(t, want, out["agent_id"], "%s: %v", input, out)
 	}
 }
+
+// serve --max-agents: registrations past the cap are 409 conflict, and
+// replacing a registered agent still works.
+func TestE2EServeMaxAgents(t *testing.T) {
+	t.Parallel()
+	p := startServe(t, serveSpec{token: e2eMeshToken, args: []string{"--max-agents", "2", "--store", "memory"}})
+	c := p.client()
+	agent := func(name, desc string) map[string]any {
+		return map[string]any{"name": name, "description": desc, "capabilities": []string{"x"}, "endpoint": "https://" + name + ".example.com/task"}
+	}
+	for _, n := range []string{"one", "two"} {
+		r := c.do("POST", "/v1/agents", agent(n, "first"))
+		require.Equal(t, 201, r.status, "%s", r)
+	}
+	m := c.do("POST", "/v1/agents", agent("three", "first")).requireError(t, 409, "conflict")
+	assert.Contains(t, m["error"], "maximum of 2 agents")
+	r := c.do("POST", "/v1/agents", agent("one", "replaced"))
+	assert.Equal(t, 200, r.status, "replacing works in a full registry: %s", r)
+	cmd := runCLI(t, []string{"MESH_TOKEN=x"}, "", "serve", "--max-agents", "-1")
+	assert.Equal(t, 2, cmd.code, "%s", cmd)
+	assert.Contains(t, cmd.stderr, "--max-agents")
+	p.stop()
+}

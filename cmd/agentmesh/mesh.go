@@ -45,6 +45,8 @@ type meshConfig struct {
 	// etcdEndpoints are the etcd client URLs of --store etcd,
 	// comma-separated (--etcd-endpoints).
 	etcdEndpoints string
+	// maxAgents caps the registry (--max-agents); 0 means no cap.
+	maxAgents int
 	// lockTimeout is how long opening the bbolt file waits for its lock;
 	// 0 means boltstore's default (1 s).
 	lockTimeout time.Duration
@@ -152,6 +154,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	m := &mesh{obs: &observer{log: cfg.log}}
 	opts := &agentmesh.Options{
 		LockTimeout:     cfg.lockTimeout,
+		MaxAgents:       cfg.maxAgents,
 		Policy:          policy,
 		PublicURL:       cfg.publicURL,
 		Retention:       cfg.delegationRetention,

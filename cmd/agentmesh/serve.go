@@ -64,6 +64,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
 	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
 	retentionFlag(f, &cfg.mesh)
+	f.Int(&cfg.mesh.maxAgents, "max-agents", "MESH_MAX_AGENTS", 0, "most agents the registry holds; a registration that would create one more is refused (409 conflict); 0 means no limit")
 	f.String(&cfg.mesh.webhook.url, "session-webhook", "MESH_SESSION_WEBHOOK", "", "POST every routing session that ends, as JSON signed with HMAC-SHA256, to this URL (the secret from MESH_SESSION_WEBHOOK_SECRET); set it in the env if the URL holds a token")
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -86,6 +87,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 	}
 	if err := cfg.mesh.checkRetention(); err != nil {
 		return usageError(stderr, err)
+	}
+	if cfg.mesh.maxAgents < 0 {
+		return usageError(stderr, fmt.Errorf("--max-agents must be 0 (no limit) or more, got %d", cfg.mesh.maxAgents))
 	}
 	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
 	if err != nil {
