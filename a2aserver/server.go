@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 )
 
 // Delegations runs delegations: *delegation.Client implements it.
@@ -82,7 +83,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// MaxBodyBytes caps the size of a request body; a larger one gets a
-	// JSON-RPC parse error. ≤ 0 means DefaultMaxBodyBytes (1 MiB).
+	// JSON-RPC parse error, as does a body whose arrays and objects nest
+	// more than 64 deep. ≤ 0 means DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 
 	// TaskRetention is how long a task that is no longer running stays
@@ -149,10 +151,23 @@ func New(search discovery.Searcher, del Delegations, opts *Options) (http.Handle
 	)
 	rpc := a2asrv.NewJSONRPCHandler(rh, a2asrv.WithTransportPanicHandler(panicked("transport")))
 	limit := o.MaxBodyBytes
+	guarded := jsonlimit.Handler(rpc, limit, refuseDeep)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		rpc.ServeHTTP(w, r)
+		guarded.ServeHTTP(w, r)
 	}), nil
+}
+
+// deepError is the JSON-RPC parse error of a body nested deeper than
+// jsonlimit.MaxDepth, answered before the SDK reads it.
+var deepError = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"%s: the request body nests arrays and objects more than %d deep"}}`+"\n",
+	apierr.CodeInvalidArgument, jsonlimit.MaxDepth)
+
+// refuseDeep answers a body nested too deep as the SDK answers a
+// malformed one: a JSON-RPC parse error, with HTTP 200.
+func refuseDeep(w http.ResponseWriter, _ *http.Request, _ error) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(deepError)
 }
 
 // Methods of the A2A request handler, as [a2asrv.CallContext.Method]

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 )
 
 // Outcome is an async agent's report (the callback of the POST /task
@@ -322,7 +323,8 @@ func idFromPath(p string) string {
 // decodeOutcome reads a callback body: one JSON object whose "status" is
 // a string; "result" is any JSON value; "error" a string (another JSON
 // value is kept as its JSON text). Unknown keys are ignored, so agents may
-// send more than the contract asks.
+// send more than the contract asks. A body nested more than
+// jsonlimit.MaxDepth deep is refused before it is decoded.
 func decodeOutcome(r io.Reader) (Outcome, error) {
 	body, err := io.ReadAll(r)
 	if err != nil {
@@ -338,6 +340,9 @@ func decodeOutcome(r io.Reader) (Outcome, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return Outcome{}, apierr.Errorf(ErrInvalid, "the body must be a JSON object")
+	}
+	if jsonlimit.CheckDepth(body, jsonlimit.MaxDepth) != nil {
+		return Outcome{}, apierr.Errorf(ErrInvalid, "the body nests arrays and objects more than %d deep", jsonlimit.MaxDepth)
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return Outcome{}, apierr.Errorf(ErrInvalid, "the body is not valid JSON")

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
+	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -159,7 +160,9 @@ type HTTPOptions struct {
 // stateless mode (no Mcp-Session-Id; each POST is self-contained, so
 // replicas behind a load balancer work; GET and DELETE answer 405), with
 // application/json responses instead of event streams, a body limit (413),
-// the SDK's DNS-rebinding protection for loopback listeners, and
+// a nesting limit (400 for a body whose arrays and objects nest more than
+// 64 deep, refused before the SDK reads it), the SDK's DNS-rebinding
+// protection for loopback listeners, and
 // http.CrossOriginProtection (a cross-origin browser POST gets 403 with a
 // JSON-RPC error body). Authentication is the mounting server's job.
 //
@@ -192,7 +195,13 @@ func HTTPHandler(srv *mcp.Server, opts *HTTPOptions) (http.Handler, error) {
 		MaxRequestBodyBytes: o.MaxBodyBytes,
 		Logger:              o.Logger,
 	})
-	return cop.Handler(h), nil
+	return cop.Handler(jsonlimit.Handler(h, o.MaxBodyBytes, refuseDeep)), nil
+}
+
+// refuseDeep answers a body nested deeper than jsonlimit.MaxDepth as the
+// SDK answers a malformed one: 400, in plain text.
+func refuseDeep(w http.ResponseWriter, _ *http.Request, _ error) {
+	http.Error(w, fmt.Sprintf("the request body nests arrays and objects more than %d deep", jsonlimit.MaxDepth), http.StatusBadRequest)
 }
 
 // callState marks, on a tools/call context, whether the tool's handler
