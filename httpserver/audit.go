@@ -70,7 +70,7 @@ func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, rea
 		Details: map[string]string{
 			"route":      route,
 			"reason":     reason,
-			"client_ip":  s.clientIP(r),
+			"client_ip":  w.clientAddr(r),
 			"request_id": w.id,
 		},
 	})

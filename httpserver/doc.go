@@ -82,10 +82,13 @@
 // RateLimit-Remaining, RateLimit-Reset (seconds until the bucket is full),
 // RateLimit-Policy and X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset (a Unix time); over budget is 429 rate_limited with
-// Retry-After. Failed authentication attempts are budgeted per client IP
-// (Options.AuthFailureLimit); once spent, that IP gets 429 before its
-// credentials are checked. Idle buckets are dropped, so memory stays
-// bounded.
+// Retry-After. Failed authentication attempts are budgeted per client
+// address (Options.AuthFailureLimit, an IPv6 client by its /64) and across
+// all clients (Options.AuthFailureGlobalLimit); once either is spent, wrong
+// tokens get 429 instead of 401, while a valid token is always served.
+// The client address is the connection's peer, or what a trusted proxy
+// forwards (Options.TrustedProxies). Every limiter holds a bounded number
+// of keys, dropping idle ones and then the least recently used.
 //
 // Every response carries X-Request-Id, X-Content-Type-Options: nosniff,
 // X-Frame-Options: DENY, Referrer-Policy: no-referrer,

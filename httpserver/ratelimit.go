@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // RateLimit is a token-bucket budget: Requests requests per Per, with
@@ -21,12 +19,21 @@ type RateLimit struct {
 	Per      time.Duration
 }
 
-// The budget of failed authentication attempts per client IP when
-// Options.AuthFailureLimit is zero: DefaultAuthFailures per
-// DefaultAuthFailurePeriod.
+// The budgets of failed authentication attempts when
+// Options.AuthFailureLimit and Options.AuthFailureGlobalLimit are zero:
+// DefaultAuthFailures per client address, and DefaultAuthFailuresGlobal
+// across all clients, per DefaultAuthFailurePeriod.
 const (
-	DefaultAuthFailures      = 20
-	DefaultAuthFailurePeriod = time.Minute
+	DefaultAuthFailures       = 20
+	DefaultAuthFailuresGlobal = 1000
+	DefaultAuthFailurePeriod  = time.Minute
+)
+
+// The most keys the server's rate limiters hold: token names, and client
+// addresses of the failed-authentication throttle.
+const (
+	maxTokenBuckets  = 10_000
+	maxClientBuckets = 100_000
 )
 
 // IsZero reports whether l is the zero RateLimit (no limit).
@@ -122,99 +129,130 @@ type quota struct {
 	retryAfter time.Duration
 }
 
-// limiters holds one token bucket per key (token name or client IP).
-// Buckets idle long enough to be full again are dropped, and the map never
-// holds more than max keys, so memory stays bounded whatever the keys.
+// limiters holds one token bucket per key (token name or client
+// address). It never holds more than max keys, so memory stays bounded
+// whatever the keys: buckets idle long enough to be full again are
+// dropped (a fresh bucket behaves the same), and at the bound the least
+// recently used one is dropped to make room. Every operation is O(1).
 type limiters struct {
 	limit RateLimit
-	rate  rate.Limit
-	fill  time.Duration // how long an empty bucket takes to fill
+	rate  float64 // tokens per second
+	fill  int64   // how long an empty bucket takes to fill, in ns
 	max   int
 
-	mu        sync.Mutex
-	m         map[string]*bucket
-	nextSweep time.Time
+	mu sync.Mutex
+	m  map[string]*bucket
+	// lru is the sentinel of a ring of the buckets in m, most recently
+	// used first (lru.next) and least recently used last (lru.prev).
+	lru bucket
 }
 
+// bucket is one key's token bucket, as x/time/rate's Limiter keeps one:
+// it held tokens at last (its last use, in Unix nanoseconds), and refills
+// at rate up to limit.Requests. Keeping it inline (no Limiter, no mutex
+// of its own) halves the memory and the locking of a bucket.
 type bucket struct {
-	lim  *rate.Limiter
-	last time.Time
+	key        string
+	tokens     float64
+	last       int64
+	prev, next *bucket
 }
 
-func newLimiters(l RateLimit, max int) *limiters {
+func newLimiters(l RateLimit, capacity int) *limiters {
 	if l.IsZero() {
 		return nil
 	}
-	return &limiters{
+	ls := &limiters{
 		limit: l,
-		rate:  rate.Limit(float64(l.Requests) / l.Per.Seconds()),
-		fill:  l.Per,
-		max:   max,
+		rate:  float64(l.Requests) / l.Per.Seconds(),
+		fill:  int64(l.Per),
+		max:   max(capacity, 1),
 		m:     make(map[string]*bucket),
 	}
+	ls.lru.prev, ls.lru.next = &ls.lru, &ls.lru
+	return ls
 }
 
-// get returns key's bucket, creating it, and sweeps idle buckets.
-func (l *limiters) get(key string, now time.Time) *rate.Limiter {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.After(l.nextSweep) || len(l.m) >= l.max {
-		l.sweep(now)
+// tokensAt returns b's tokens at now; a clock going back neither fills
+// nor drains it.
+func (l *limiters) tokensAt(b *bucket, now int64) float64 {
+	if now <= b.last {
+		return b.tokens
 	}
-	b := l.m[key]
+	return min(float64(l.limit.Requests), b.tokens+float64(now-b.last)/1e9*l.rate)
+}
+
+// get returns key's bucket, creating it, as the most recently used one.
+// l.mu is held.
+func (l *limiters) get(key string, now int64) *bucket {
+	if b := l.m[key]; b != nil {
+		l.unlink(b)
+		l.pushFront(b)
+		return b
+	}
+	var b *bucket // reused from a dropped one: at the bound, no garbage
+	for old := l.lru.prev; old != &l.lru && (len(l.m) >= l.max || now-old.last >= l.fill); old = l.lru.prev {
+		l.unlink(old)
+		delete(l.m, old.key)
+		b = old
+	}
 	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(l.rate, l.limit.Requests)}
-		l.m[key] = b
+		b = new(bucket)
 	}
-	b.last = now
-	return b.lim
+	*b = bucket{key: key, tokens: float64(l.limit.Requests), last: now}
+	l.m[key] = b
+	l.pushFront(b)
+	return b
 }
 
-// sweep drops the buckets that are full again (a fresh bucket behaves the
-// same), then, if the map is still at its bound, arbitrary ones.
-func (l *limiters) sweep(now time.Time) {
-	l.nextSweep = now.Add(min(l.fill, time.Minute))
-	for k, b := range l.m {
-		if now.Sub(b.last) >= l.fill {
-			delete(l.m, k)
-		}
-	}
-	for k := range l.m {
-		if len(l.m) < l.max*9/10 {
-			break
-		}
-		delete(l.m, k)
-	}
+func (l *limiters) unlink(b *bucket) {
+	b.prev.next, b.next.prev = b.next, b.prev
+	b.prev, b.next = nil, nil
+}
+
+func (l *limiters) pushFront(b *bucket) {
+	b.prev, b.next = &l.lru, l.lru.next
+	l.lru.next.prev = b
+	l.lru.next = b
 }
 
 // take spends one request of key's budget, if there is one.
 func (l *limiters) take(key string, now time.Time) quota {
-	lim := l.get(key, now)
-	ok := lim.AllowN(now, 1)
-	q := l.quota(lim.TokensAt(now))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns := now.UnixNano()
+	b := l.get(key, ns)
+	b.tokens = l.tokensAt(b, ns)
+	b.last = max(b.last, ns)
+	ok := b.tokens >= 1
+	if ok {
+		b.tokens--
+	}
+	q := l.quota(b.tokens)
 	q.allowed = ok
 	return q
 }
 
-// peek reports key's budget without spending it: retryAfter is non-zero
-// when key has nothing left.
+// peek reports key's budget without spending it (it neither creates a
+// bucket nor changes the order of eviction): retryAfter is non-zero when
+// key has nothing left.
 func (l *limiters) peek(key string, now time.Time) quota {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	b := l.m[key]
-	l.mu.Unlock()
 	if b == nil {
 		return quota{allowed: true, limit: l.limit.Requests, remaining: l.limit.Requests}
 	}
-	q := l.quota(b.lim.TokensAt(now))
+	q := l.quota(l.tokensAt(b, now.UnixNano()))
 	q.allowed = q.retryAfter == 0
 	return q
 }
 
-// quota describes a bucket holding tokens, in [0, burst] (AllowN never
+// quota describes a bucket holding tokens, in [0, burst] (take never
 // overdraws).
 func (l *limiters) quota(tokens float64) quota {
 	q := quota{limit: l.limit.Requests, remaining: max(0, int(math.Floor(tokens)))}
-	perToken := 1 / float64(l.rate)
+	perToken := 1 / l.rate
 	q.reset = seconds((float64(l.limit.Requests) - tokens) * perToken)
 	if tokens < 1 {
 		q.retryAfter = max(seconds((1-tokens)*perToken), time.Millisecond)

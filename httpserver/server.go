@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -73,15 +74,37 @@ type Options struct {
 	RateLimit RateLimit
 
 	// AuthFailureLimit is the budget of failed authentication attempts
-	// (wrong credentials) per client IP. Once spent, every request from
-	// that IP to an authenticated route gets 429 before its credentials
-	// are even checked, so tokens cannot be brute-forced. Zero means
-	// DefaultAuthFailures per DefaultAuthFailurePeriod (20 per minute).
+	// (wrong credentials) per client address (an IPv6 client by its /64).
+	// Once spent, a wrong token from that client gets 429 rate_limited
+	// instead of 401, and is not audited; a valid token is always served,
+	// so nobody can lock other users out by failing in their name. Zero
+	// means DefaultAuthFailures per DefaultAuthFailurePeriod (20 per
+	// minute).
 	AuthFailureLimit RateLimit
 
-	// ClientIP returns the client address used by AuthFailureLimit. Nil
-	// means the host of r.RemoteAddr; behind a trusted reverse proxy,
-	// return the address it reports instead.
+	// AuthFailureGlobalLimit is the budget of failed authentication
+	// attempts across all clients, so that rotating through addresses does
+	// not escape the per-client budget: once spent, every wrong token gets
+	// 429 (valid tokens are still served). It also bounds how fast
+	// clients enter the per-client throttle, and the audit entries of
+	// failures. Zero means DefaultAuthFailuresGlobal per
+	// DefaultAuthFailurePeriod (1000 per minute).
+	AuthFailureGlobalLimit RateLimit
+
+	// TrustedProxies are the reverse proxies whose forwarding headers are
+	// believed (`--trusted-proxies`; [ParseTrustedProxies] reads the
+	// list). The client address — the key of AuthFailureLimit, the
+	// client_ip of audit entries and the client of request logs — is the
+	// connection's peer, unless the peer is in TrustedProxies: then it is
+	// the rightmost hop of X-Forwarded-For or Forwarded (RFC 7239 for=)
+	// that is not in TrustedProxies. A malformed or unidentifiable chain,
+	// or both headers disagreeing, means the peer. Empty means no proxy
+	// is trusted and the headers are ignored.
+	TrustedProxies []netip.Prefix
+
+	// ClientIP, when set, replaces the client address derivation of
+	// TrustedProxies (set at most one of them): it returns the address of
+	// r's client, for the uses listed there.
 	ClientIP func(r *http.Request) string
 
 	// CORSOrigins are the origins browsers may call the API from
@@ -100,8 +123,10 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// Logger receives one Info record per request (method, route pattern,
-	// status, duration, request id, token name — never a token, a body or
-	// a query string) and the causes of 5xx responses at Error. Nil means
+	// status, duration, request id, token name, client address — never a
+	// token, a body or a query string), the causes of 5xx responses at
+	// Error, and at Warn a client entering the failed-authentication
+	// throttle or the failures going over the global budget. Nil means
 	// discard.
 	Logger *slog.Logger
 
@@ -210,11 +235,14 @@ type Server struct {
 	meshToken string
 	tokens    atomic.Pointer[tokenSet]
 
-	rateLimit RateLimit
-	perToken  *limiters
-	failLimit RateLimit
-	failures  *limiters
-	clientIP  func(*http.Request) string
+	rateLimit  RateLimit
+	perToken   *limiters
+	failLimit  RateLimit
+	failures   *limiters // per client address
+	failGlobal RateLimit
+	allFails   *limiters // one bucket, failGlobalKey
+	overGlobal atomic.Bool
+	clientIP   func(*http.Request) string
 
 	origins   map[string]bool
 	publicURL string
@@ -265,6 +293,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 		meshToken:  o.Token,
 		rateLimit:  o.RateLimit,
 		failLimit:  o.AuthFailureLimit,
+		failGlobal: o.AuthFailureGlobalLimit,
 		clientIP:   o.ClientIP,
 		publicURL:  strings.TrimRight(o.PublicURL, "/"),
 		maxBody:    o.MaxBodyBytes,
@@ -319,14 +348,21 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.clientIP != nil && len(o.TrustedProxies) > 0 {
+		return nil, errors.New("httpserver: set at most one of Options.ClientIP and Options.TrustedProxies")
+	}
 	if s.clientIP == nil {
-		s.clientIP = remoteIP
+		s.clientIP = proxies(slices.Clone(o.TrustedProxies)).clientAddr
 	}
 	if s.failLimit.IsZero() {
 		s.failLimit = RateLimit{Requests: DefaultAuthFailures, Per: DefaultAuthFailurePeriod}
 	}
-	s.perToken = newLimiters(s.rateLimit, 10_000)
-	s.failures = newLimiters(s.failLimit, 100_000)
+	if s.failGlobal.IsZero() {
+		s.failGlobal = RateLimit{Requests: DefaultAuthFailuresGlobal, Per: DefaultAuthFailurePeriod}
+	}
+	s.perToken = newLimiters(s.rateLimit, maxTokenBuckets)
+	s.failures = newLimiters(s.failLimit, maxClientBuckets)
+	s.allFails = newLimiters(s.failGlobal, 1)
 	if s.metrics, err = newHTTPMetrics(o.Metrics); err != nil {
 		return nil, err
 	}
@@ -558,19 +594,12 @@ func (s *Server) authorize(rec *recorder, r *http.Request, scope Scope) bool {
 	return true
 }
 
-// authenticate checks the request's credentials. A client IP that spent
-// its failed-attempt budget is refused (429) before its credentials are
-// looked at; a wrong token spends from that budget. On failure it has
-// written the response.
+// authenticate checks the request's credentials. A valid token is always
+// accepted. A wrong one spends from its client's budget of failed
+// attempts and from the global one; once either is spent, wrong tokens
+// get 429 instead of 401 (and are not audited). On failure it has written
+// the response.
 func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
-	now := s.now()
-	ip := s.clientIP(r)
-	if q := s.failures.peek(ip, now); !q.allowed {
-		setRateHeaders(rec.Header(), s.failLimit, q, now)
-		writeError(rec, errorf(http.StatusTooManyRequests, CodeRateLimited,
-			"too many failed authentication attempts; retry after %s s", rec.Header().Get("Retry-After")))
-		return Identity{}, false
-	}
 	if id, ok := s.lookup(r); ok {
 		rec.identity, rec.authed = id, true
 		return id, true
@@ -579,13 +608,51 @@ func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
 	msg := "missing credentials: send Authorization: Bearer <token> or X-API-Key: <token>"
 	if present {
 		msg = "invalid credentials"
-		s.failures.take(ip, now)
+		if !s.failedAttempt(rec, r) {
+			return Identity{}, false
+		}
 	}
 	reason, _, _ := strings.Cut(msg, ":")
 	s.auditAuthFailure(rec, r, "", apierr.CodeUnauthenticated, reason)
 	rec.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
 	writeError(rec, errorf(http.StatusUnauthorized, apierr.CodeUnauthenticated, "%s", msg))
 	return Identity{}, false
+}
+
+// failGlobalKey is the key of the one bucket of Server.allFails.
+const failGlobalKey = "*"
+
+// failedAttempt counts a wrong token against its client's budget and the
+// global one. When either is spent it answers 429 and returns false. The
+// global budget is spent only by clients within their own, so that new
+// clients enter the per-client map no faster than it allows.
+func (s *Server) failedAttempt(rec *recorder, r *http.Request) bool {
+	now := s.now()
+	key := throttleKey(rec.clientAddr(r))
+	limit, q := s.failLimit, s.failures.peek(key, now)
+	if q.allowed {
+		limit, q = s.failGlobal, s.allFails.take(failGlobalKey, now)
+		if !q.allowed {
+			if !s.overGlobal.Swap(true) {
+				s.log.LogAttrs(r.Context(), slog.LevelWarn, "failed authentication attempts over the global budget: wrong tokens get 429 until it refills (valid tokens are served)",
+					slog.String("budget", s.failGlobal.String()), slog.String("request_id", rec.id))
+			}
+		} else {
+			s.overGlobal.Store(false)
+			limit, q = s.failLimit, s.failures.take(key, now)
+			if q.allowed && q.remaining == 0 {
+				s.log.LogAttrs(r.Context(), slog.LevelWarn, "client throttled after failed authentication attempts: its wrong tokens get 429 until its budget refills (valid tokens are served)",
+					slog.String("client", key), slog.String("budget", s.failLimit.String()), slog.String("request_id", rec.id))
+			}
+		}
+	}
+	if q.allowed {
+		return true
+	}
+	setRateHeaders(rec.Header(), limit, q, now)
+	writeError(rec, errorf(http.StatusTooManyRequests, CodeRateLimited,
+		"too many failed authentication attempts; retry after %s s", rec.Header().Get("Retry-After")))
+	return false
 }
 
 // lookup returns the identity of the request's token, if it is valid.
@@ -658,6 +725,7 @@ func (s *Server) finish(rec *recorder) {
 		if rec.authed {
 			attrs = append(attrs, slog.String("token", rec.identity.Name))
 		}
+		attrs = append(attrs, slog.String("client", rec.clientAddr(rec.r)))
 		s.log.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)
 	}
 	if p != nil {
@@ -676,14 +744,6 @@ func (s *Server) requestID(r *http.Request) string {
 		return id
 	}
 	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 36)
-}
-
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // cleanPath is net/http's canonical form of a path: what the mux would
@@ -721,6 +781,7 @@ type recorder struct {
 	identity Identity
 	authed   bool
 	span     trace.Span // the request's server span
+	client   string     // the client address, once known (clientAddr)
 
 	status      int
 	wroteHeader bool
@@ -732,6 +793,15 @@ type recorder struct {
 	holdText   bool
 	heldStatus int
 	heldText   []byte
+}
+
+// clientAddr returns the address of the request's client
+// (Options.TrustedProxies), derived once per request.
+func (w *recorder) clientAddr(r *http.Request) string {
+	if w.client == "" {
+		w.client = w.s.clientIP(r)
+	}
+	return w.client
 }
 
 // maxHeldText bounds the text kept of a mounted handler's error.
