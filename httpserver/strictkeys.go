@@ -1,7 +1,6 @@
 package httpserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -20,35 +19,37 @@ import (
 //
 // Values of types that decode themselves (json.Unmarshaler, such as
 // json.RawMessage) and of interface types are only checked for duplicate
-// keys. Malformed JSON is left for the decoder to report precisely:
-// checkKeys then returns nil.
+// keys. A value whose JSON kind does not fit its type, and malformed
+// JSON, are left for the decoder to report precisely: checkKeys then
+// stops and returns nil.
 //
-// Its cost is linear in the size of body: the caller has bounded the
+// body must be valid UTF-8 (decodeJSON checks it first): keys are
+// compared, and named in errors, as their bytes. It reads body once, in
+// place: its cost is linear in len(body), with an
+// allocation per key of a map or free-form object (for the duplicate
+// check) and none for a struct's fields. The caller has bounded the
 // nesting ([jsonlimit.CheckDepth]; checkKeys refuses a deeper body too,
-// should one reach it), and the path naming a field is built only for
-// the error that names it.
+// should one reach it), and the path naming a field is built only for the
+// error that names it.
 func checkKeys(body []byte, t reflect.Type) *apiError {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	w := keyWalker{dec: dec}
-	err := w.walk(t)
-	if e, ok := err.(*apiError); ok {
-		return e
-	}
-	return nil
+	k := keyScanner{data: body}
+	e, _ := k.value(t)
+	return e
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// keyWalker is the state of one checkKeys pass: the decoder and the path
-// to the value being read, one segment per level.
-type keyWalker struct {
-	dec  *json.Decoder
+// keyScanner is the state of one checkKeys pass: the body, the offset
+// read up to, and the path to the value being read, one segment per
+// level.
+type keyScanner struct {
+	data []byte
+	pos  int
 	path []pathSeg
 }
 
 // pathSeg is one level of a path: an object key, or an array index when
-// key is not set.
+// isKey is false.
 type pathSeg struct {
 	key   string
 	isKey bool
@@ -56,9 +57,9 @@ type pathSeg struct {
 }
 
 // name renders the path ("agents[2].labels.x"), for an error message.
-func (w *keyWalker) name() string {
+func (k *keyScanner) name() string {
 	var b strings.Builder
-	for i, s := range w.path {
+	for i, s := range k.path {
 		if !s.isKey {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(s.index))
@@ -74,9 +75,9 @@ func (w *keyWalker) name() string {
 }
 
 // fits reports whether a value of kind k decodes from a JSON value opened
-// by d.
-func fits(k reflect.Kind, d json.Delim) bool {
-	if d == '{' {
+// by c ('{' or '[').
+func fits(k reflect.Kind, c byte) bool {
+	if c == '{' {
 		return k == reflect.Struct || k == reflect.Map
 	}
 	return k == reflect.Slice || k == reflect.Array
@@ -87,90 +88,181 @@ func tooDeep() *apiError {
 	return badRequest("the request body nests arrays and objects more than %d deep", jsonlimit.MaxDepth)
 }
 
-func (w *keyWalker) walk(t reflect.Type) error {
+// skipSpace moves past JSON whitespace and returns the next byte, 0 at
+// the end.
+func (k *keyScanner) skipSpace() byte {
+	for ; k.pos < len(k.data); k.pos++ {
+		switch c := k.data[k.pos]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// str reads the string at k.pos (its opening quote) and returns its
+// contents, raw, and whether they hold an escape. ok is false when the
+// string is not closed.
+func (k *keyScanner) str() (raw []byte, escaped, ok bool) {
+	start := k.pos + 1
+	for i := start; i < len(k.data); i++ {
+		switch k.data[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			k.pos = i + 1
+			return k.data[start:i], escaped, true
+		}
+	}
+	return nil, false, false
+}
+
+// value checks the value at k.pos, of Go type t (nil: opaque, duplicate
+// keys only). It returns the refusal, if any, and ok false when checkKeys
+// must stop: after a refusal, at malformed JSON, or at a value whose kind
+// does not fit t.
+func (k *keyScanner) value(t reflect.Type) (*apiError, bool) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
 		t = nil // opaque: check duplicates only
 	}
-	tok, err := w.dec.Token()
-	if err != nil {
-		return err
+	switch c := k.skipSpace(); c {
+	case '{', '[':
+		if len(k.path) >= jsonlimit.MaxDepth {
+			return tooDeep(), false
+		}
+		if t != nil && !fits(t.Kind(), c) {
+			return nil, false // a type error, for the decoder to name
+		}
+		k.pos++
+		if c == '{' {
+			return k.object(t)
+		}
+		return k.array(t)
+	case '"':
+		_, _, ok := k.str()
+		return nil, ok
+	case 0, ',', ':', ']', '}':
+		return nil, false // malformed
 	}
-	switch tok {
-	case json.Delim('{'), json.Delim('['):
-		if len(w.path) >= jsonlimit.MaxDepth {
-			return tooDeep()
-		}
-		if t != nil && !fits(t.Kind(), tok.(json.Delim)) {
-			return nil // a type error, for the decoder to name
+	// A number, true, false or null: the decoder validates it.
+	for ; k.pos < len(k.data); k.pos++ {
+		switch k.data[k.pos] {
+		case ',', ']', '}', ' ', '\t', '\n', '\r':
+			return nil, true
 		}
 	}
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		var elem reflect.Type
-		if t != nil {
-			switch t.Kind() {
-			case reflect.Struct:
-				fields = jsonFields(t)
-			case reflect.Map:
-				elem = t.Elem()
-			}
-		}
-		var seen map[string]struct{}
-		w.path = append(w.path, pathSeg{isKey: true})
-		top := len(w.path) - 1
-		for w.dec.More() {
-			kt, err := w.dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := kt.(string)
-			w.path[top].key = key
-			if seen == nil {
-				seen = map[string]struct{}{}
-			}
-			if _, dup := seen[key]; dup {
-				name := w.name()
-				return fieldError(name, "field %q is given twice", name)
-			}
-			seen[key] = struct{}{}
-			next := elem
-			if fields != nil {
-				ft, ok := fields[key]
-				if !ok {
-					name := w.name()
-					return fieldError(name, "unknown field %q (field names are case-sensitive)", name)
-				}
-				next = ft
-			}
-			if err := w.walk(next); err != nil {
-				return err
-			}
-		}
-		w.path = w.path[:top]
-		_, err = w.dec.Token() // '}'
-		return err
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+	return nil, true
+}
+
+// object checks the members of an object of type t (a struct, a map, or
+// nil), k.pos just past its '{'.
+func (k *keyScanner) object(t reflect.Type) (*apiError, bool) {
+	var fields map[string]reflect.Type
+	var elem reflect.Type
+	if t != nil {
+		if t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		} else {
 			elem = t.Elem()
 		}
-		w.path = append(w.path, pathSeg{})
-		top := len(w.path) - 1
-		for i := 0; w.dec.More(); i++ {
-			w.path[top].index = i
-			if err := w.walk(elem); err != nil {
-				return err
-			}
-		}
-		w.path = w.path[:top]
-		_, err = w.dec.Token() // ']'
-		return err
 	}
-	return nil // a scalar
+	var seen map[string]struct{}
+	k.path = append(k.path, pathSeg{isKey: true})
+	top := len(k.path) - 1
+	if k.skipSpace() == '}' {
+		k.pos++
+		k.path = k.path[:top]
+		return nil, true
+	}
+	for {
+		if k.skipSpace() != '"' {
+			return nil, false
+		}
+		raw, escaped, ok := k.str()
+		if !ok {
+			return nil, false
+		}
+		var key string
+		if escaped {
+			if json.Unmarshal(k.data[k.pos-len(raw)-2:k.pos], &key) != nil {
+				return nil, false
+			}
+		} else {
+			key = string(raw)
+		}
+		k.path[top].key = key
+		if seen == nil {
+			seen = map[string]struct{}{}
+		}
+		if _, dup := seen[key]; dup {
+			name := k.name()
+			return fieldError(name, "field %q is given twice", name), false
+		}
+		seen[key] = struct{}{}
+		next := elem
+		if fields != nil {
+			ft, ok := fields[key]
+			if !ok {
+				name := k.name()
+				return fieldError(name, "unknown field %q (field names are case-sensitive)", name), false
+			}
+			next = ft
+		}
+		if k.skipSpace() != ':' {
+			return nil, false
+		}
+		k.pos++
+		if e, ok := k.value(next); !ok {
+			return e, false
+		}
+		switch k.skipSpace() {
+		case ',':
+			k.pos++
+		case '}':
+			k.pos++
+			k.path = k.path[:top]
+			return nil, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// array checks the elements of an array of type t (a slice, an array, or
+// nil), k.pos just past its '['.
+func (k *keyScanner) array(t reflect.Type) (*apiError, bool) {
+	var elem reflect.Type
+	if t != nil {
+		elem = t.Elem()
+	}
+	k.path = append(k.path, pathSeg{})
+	top := len(k.path) - 1
+	if k.skipSpace() == ']' {
+		k.pos++
+		k.path = k.path[:top]
+		return nil, true
+	}
+	for i := 0; ; i++ {
+		k.path[top].index = i
+		if e, ok := k.value(elem); !ok {
+			return e, false
+		}
+		switch k.skipSpace() {
+		case ',':
+			k.pos++
+		case ']':
+			k.pos++
+			k.path = k.path[:top]
+			return nil, true
+		default:
+			return nil, false
+		}
+	}
 }
 
 // fieldCache maps a struct type to its JSON field names and types.
