@@ -42,6 +42,7 @@ type serveConfig struct {
 	allowHosts      string
 	tokensFile      string
 	rateLimit       string
+	trustedProxies  string
 	corsOrigins     string
 	metricsAddr     string
 	shutdownTimeout time.Duration
@@ -61,6 +62,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>)")
 	f.String(&cfg.tokensFile, "tokens-file", "MESH_TOKENS_FILE", "", "YAML list of {name, token_sha256 | token, scopes}; reloaded on SIGHUP and POST /v1/admin/reload")
 	f.String(&cfg.rateLimit, "rate-limit", "MESH_RATE_LIMIT", "off", `request budget per token, e.g. "100/15m"; "off" for none`)
+	f.String(&cfg.trustedProxies, "trusted-proxies", "MESH_TRUSTED_PROXIES", "", "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For/Forwarded name the client; by default the headers are ignored")
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
 	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
 	retentionFlag(f, &cfg.mesh)
@@ -114,6 +116,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	limit, err := httpserver.ParseRateLimit(cfg.rateLimit)
 	if err != nil {
 		return fmt.Errorf("--rate-limit: %w", err)
+	}
+	trusted, err := httpserver.ParseTrustedProxies(cfg.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	tokens, err := readTokens(cfg.tokensFile)
 	if err != nil {
@@ -217,6 +223,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Token:          meshToken,
 		Tokens:         append(tokens, extra...),
 		RateLimit:      limit,
+		TrustedProxies: trusted,
 		CORSOrigins:    splitList(cfg.corsOrigins),
 		PublicURL:      cfg.mesh.publicURL,
 		Logger:         log,
