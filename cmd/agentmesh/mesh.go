@@ -45,6 +45,8 @@ type meshConfig struct {
 	// etcdEndpoints are the etcd client URLs of --store etcd,
 	// comma-separated (--etcd-endpoints).
 	etcdEndpoints string
+	// etcd is how the etcd client authenticates: TLS and a user.
+	etcd etcdAuthConfig
 	// maxAgents caps the registry (--max-agents); 0 means no cap.
 	maxAgents int
 	// lockTimeout is how long opening the bbolt file waits for its lock;
@@ -107,6 +109,10 @@ func storeFlags(f *flags, cfg *meshConfig) {
 	f.String(&cfg.db, "db", "AGENTMESH_DB", "", "bbolt store file (default ~/.agentmesh/mesh.db); every agentmesh on the same file shares one mesh")
 	f.String(&cfg.store, "store", "MESH_STORE", "bolt", "store backend: bolt, memory or etcd")
 	f.String(&cfg.etcdEndpoints, "etcd-endpoints", "MESH_ETCD_ENDPOINTS", "", "etcd client URLs, comma-separated (with --store etcd), e.g. http://10.0.0.1:2379")
+	f.String(&cfg.etcd.caFile, "etcd-ca", "MESH_ETCD_CA", "", "PEM CA certificates verifying the etcd servers (TLS to etcd; default the system roots)")
+	f.String(&cfg.etcd.certFile, "etcd-cert", "MESH_ETCD_CERT", "", "PEM client certificate presented to etcd, with --etcd-key")
+	f.String(&cfg.etcd.keyFile, "etcd-key", "MESH_ETCD_KEY", "", "PEM private key of --etcd-cert")
+	f.String(&cfg.etcd.username, "etcd-username", "MESH_ETCD_USERNAME", "", "etcd user (etcd auth enabled); the password is read from MESH_ETCD_PASSWORD only")
 }
 
 // policyFlags declares the endpoint policy flags of both servers;
@@ -203,7 +209,15 @@ func openEtcd(ctx context.Context, cfg meshConfig) (*etcdstore.Store, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("--store etcd needs --etcd-endpoints (MESH_ETCD_ENDPOINTS)")
 	}
-	s, err := etcdstore.Open(ctx, &etcdstore.Options{Endpoints: endpoints, Logger: cfg.log})
+	opts, err := cfg.etcd.options(endpoints)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Password != "" && opts.TLS == nil && !allHTTPS(endpoints) {
+		cfg.log.Warn("the etcd password is sent in clear: give --etcd-ca or https:// endpoints for TLS to etcd")
+	}
+	opts.Logger = cfg.log
+	s, err := etcdstore.Open(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

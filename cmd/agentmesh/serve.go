@@ -33,7 +33,7 @@ Runs the HTTP control plane (SPEC 6) with MCP Streamable HTTP at /mcp, the
 mesh as one A2A agent at /a2a (its card at /.well-known/agent-card.json),
 /health and /metrics. Authentication: MESH_TOKEN (one token with every
 scope) and/or --tokens-file; with neither, a token is generated and printed
-once to stderr.`
+once to stderr. With --tls-cert and --tls-key the port serves HTTPS only.`
 
 type serveConfig struct {
 	mesh            meshConfig
@@ -50,6 +50,7 @@ type serveConfig struct {
 	logFormat       string
 	agentsDir       string
 	routing         bool
+	tls             tlsConfig
 }
 
 func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
@@ -59,12 +60,12 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	storeFlags(f, &cfg.mesh)
 	f.String(&cfg.agentsDir, "agents", "AGENT_REGISTRY_DIR", "", "YAML agent directory (one agent per *.yaml file); reloaded on change, SIGHUP and POST /v1/admin/reload")
 	policyFlags(f, &cfg.mesh, &cfg.allowHosts, false)
-	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>)")
+	f.String(&cfg.mesh.publicURL, "public-url", "MESH_PUBLIC_URL", "", "public base URL for async callbacks (default http://localhost:<port>, https:// with --tls-cert)")
 	f.String(&cfg.tokensFile, "tokens-file", "MESH_TOKENS_FILE", "", "YAML list of {name, token_sha256 | token, scopes}; reloaded on SIGHUP and POST /v1/admin/reload")
 	f.String(&cfg.rateLimit, "rate-limit", "MESH_RATE_LIMIT", "off", `request budget per token, e.g. "100/15m"; "off" for none`)
 	f.String(&cfg.trustedProxies, "trusted-proxies", "MESH_TRUSTED_PROXIES", "", "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For/Forwarded name the client; by default the headers are ignored")
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
-	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port")
+	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port (plain HTTP, even with --tls-cert)")
 	retentionFlag(f, &cfg.mesh)
 	f.Int(&cfg.mesh.maxAgents, "max-agents", "MESH_MAX_AGENTS", 0, "most agents the registry holds; a registration that would create one more is refused (409 conflict); 0 means no limit")
 	f.String(&cfg.mesh.webhook.url, "session-webhook", "MESH_SESSION_WEBHOOK", "", "POST every routing session that ends, as JSON signed with HMAC-SHA256, to this URL (the secret from MESH_SESSION_WEBHOOK_SECRET); set it in the env if the URL holds a token")
@@ -74,6 +75,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
 	routingFlags(f, &cfg.mesh.routing)
 	identityFlags(f, &cfg.mesh.identity)
+	tlsFlags(f, &cfg.tls)
 	return f
 }
 
@@ -92,6 +94,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 	}
 	if cfg.mesh.maxAgents < 0 {
 		return usageError(stderr, fmt.Errorf("--max-agents must be 0 (no limit) or more, got %d", cfg.mesh.maxAgents))
+	}
+	if err := cfg.tls.check(); err != nil {
+		return usageError(stderr, err)
 	}
 	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
 	if err != nil {
@@ -131,6 +136,13 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		fmt.Fprintf(stderr, "agentmesh: no MESH_TOKEN or --tokens-file given; generated a token for this run (shown once):\n\n    %s\n\n", meshToken)
 	}
 
+	var tlsSrv *serverTLS // nil for plain HTTP
+	if cfg.tls.enabled() {
+		if tlsSrv, err = newServerTLS(cfg.tls); err != nil {
+			return err
+		}
+	}
+
 	stopTracing, err := setupTracing(ctx, env, log)
 	if err != nil {
 		return err
@@ -143,7 +155,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	defer ln.Close()
 	cfg.mesh.allowHosts = splitList(cfg.allowHosts)
 	if cfg.mesh.publicURL == "" {
-		cfg.mesh.publicURL = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		scheme := "http://"
+		if tlsSrv != nil {
+			scheme = "https://"
+		}
+		cfg.mesh.publicURL = scheme + "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	cfg.mesh.log = log
 	// One registry for the HTTP metrics and the mesh's (SPEC 11), with
@@ -157,6 +173,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
+	cfg.mesh.etcd.password = env("MESH_ETCD_PASSWORD")
 	if cfg.mesh.identities, err = newIdentities(cfg.mesh.identity, cfg.mesh, promReg, log); err != nil {
 		return err
 	}
@@ -192,8 +209,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 
 	// A reload (SIGHUP, POST /v1/admin/reload) reloads the agent
-	// directory, the tokens and the identities file; each is
-	// all-or-nothing on its own.
+	// directory, the tokens, the identities file and the TLS certificate;
+	// each is all-or-nothing on its own.
 	var reloadMu sync.Mutex
 	var lastTokensErr error
 	var srv *httpserver.Server
@@ -217,7 +234,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		if cfg.mesh.identity.file != "" {
 			report["identities"], identitiesErr = cfg.mesh.identities.reload()
 		}
-		return report, errors.Join(agentsErr, err, identitiesErr)
+		var tlsErr error
+		if tlsSrv != nil {
+			report["tls"], tlsErr = tlsSrv.reload()
+		}
+		return report, errors.Join(agentsErr, err, identitiesErr, tlsErr)
 	}
 	opts := &httpserver.Options{
 		Token:          meshToken,
@@ -243,7 +264,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 			if agents != nil {
 				agentsErr = agents.LastError()
 			}
-			return errors.Join(agentsErr, lastTokensErr, cfg.mesh.identities.lastError())
+			return errors.Join(agentsErr, lastTokensErr, cfg.mesh.identities.lastError(), tlsSrv.lastError())
 		},
 	}
 	if m.Router() != nil { // a nil *routing.Router must not become a non-nil interface
@@ -281,8 +302,12 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	// long-polls do not hold the shutdown past it.
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	var handler http.Handler = srv
+	if tlsSrv != nil {
+		handler = hsts(srv)
+	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -291,7 +316,18 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	servers := []*http.Server{hs}
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- hs.Serve(ln) }()
+	watchCtx, stopWatch := context.WithCancel(ctx) // the certificate files' watch
+	defer stopWatch()
+	var watching sync.WaitGroup
+	if tlsSrv != nil {
+		// Plain HTTP on this port gets Go's 400 "Client sent an HTTP
+		// request to an HTTPS server"; nothing is served without TLS.
+		hs.TLSConfig = tlsSrv.config
+		watching.Go(func() { tlsSrv.watch(watchCtx, m.obs, log) })
+		go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- hs.Serve(ln) }()
+	}
 	if cfg.metricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.metricsAddr)
 		if err != nil {
@@ -305,7 +341,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	log.Info("agentmesh serving", "addr", ln.Addr().String(), "public_url", cfg.mesh.publicURL,
-		"allow_private_endpoints", cfg.mesh.allowPrivate)
+		"allow_private_endpoints", cfg.mesh.allowPrivate, "tls", tlsSrv != nil)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -320,7 +356,7 @@ loop:
 			_, err := reload(ctx)
 			m.obs.reloaded("signal", err)
 			if err != nil {
-				log.Error("reload failed; the previous agents, tokens and identities stay in service", "err", err)
+				log.Error("reload failed; the previous agents, tokens, identities and TLS certificate stay in service", "err", err)
 			} else {
 				log.Info("reloaded")
 			}
@@ -330,6 +366,8 @@ loop:
 		}
 	}
 
+	stopWatch()
+	watching.Wait()
 	log.Info("shutting down", "grace", cfg.shutdownTimeout.String())
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()

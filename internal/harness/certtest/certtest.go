@@ -166,6 +166,13 @@ func serial(t testing.TB) *big.Int {
 	return n
 }
 
+// WriteFile replaces path with data atomically (a rename), as a half
+// done rotation would leave it.
+func WriteFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	write(t, path, data)
+}
+
 // write replaces path atomically (a rename), so a reader never sees half
 // a file.
 func write(t testing.TB, path string, data []byte) {

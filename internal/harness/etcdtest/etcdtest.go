@@ -18,6 +18,8 @@
 package etcdtest
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -27,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -46,12 +50,49 @@ type Server struct {
 // Start starts an etcd server with its data in dir (which must exist and
 // should be empty) and waits until it serves, up to 30 s.
 func Start(dir string) (*Server, error) {
+	return StartWith(dir, nil)
+}
+
+// Options configures [StartWith]. A nil *Options, like the zero value, is
+// the plain server of [Start].
+type Options struct {
+	// CertFile and KeyFile, when set, make the client endpoints https://,
+	// serving this PEM pair. Empty means plain http://.
+	CertFile, KeyFile string
+
+	// ClientCAFile, with CertFile, makes the server require client
+	// certificates signed by the PEM CAs of the file. Empty means none.
+	ClientCAFile string
+
+	// RootPassword, when set, turns etcd's authentication on, with the
+	// user "root" (role root) holding this password. Empty means no
+	// authentication.
+	RootPassword string
+
+	// ClientTLS is the TLS configuration of the client StartWith uses to
+	// turn authentication on, with CertFile and RootPassword: roots
+	// trusting CertFile, and a client certificate when ClientCAFile asks
+	// for one.
+	ClientTLS *tls.Config
+}
+
+// StartWith is [Start] with the TLS and authentication of o.
+func StartWith(dir string, o *Options) (*Server, error) {
+	if o == nil {
+		o = &Options{}
+	}
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdtest"
 	cfg.Dir = dir
 	loop := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls = []url.URL{loop}
-	cfg.AdvertiseClientUrls = []url.URL{loop}
+	client := loop
+	if o.CertFile != "" {
+		client.Scheme = "https"
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: o.CertFile, KeyFile: o.KeyFile,
+			TrustedCAFile: o.ClientCAFile, ClientCertAuth: o.ClientCAFile != ""}
+	}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
 	cfg.ListenPeerUrls = []url.URL{loop}
 	cfg.AdvertisePeerUrls = []url.URL{loop}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
@@ -79,13 +120,43 @@ func Start(dir string) (*Server, error) {
 	}
 	s := &Server{e: e}
 	for _, l := range e.Clients {
-		s.Endpoints = append(s.Endpoints, "http://"+l.Addr().String())
+		s.Endpoints = append(s.Endpoints, client.Scheme+"://"+l.Addr().String())
 	}
 	if len(s.Endpoints) == 0 {
 		e.Close()
 		return nil, errors.New("etcdtest: etcd has no client listener")
 	}
+	if o.RootPassword != "" {
+		if err := enableAuth(s.Endpoints, o.ClientTLS, o.RootPassword); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("etcdtest: enable authentication: %w", err)
+		}
+	}
 	return s, nil
+}
+
+// enableAuth adds the root user with password and turns authentication
+// on, over a client with TLS configuration c (nil for plain).
+func enableAuth(endpoints []string, c *tls.Config, password string) error {
+	cc := clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop(), DialTimeout: 10 * time.Second, TLS: c}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.RoleAdd(ctx, "root"); err != nil {
+		return err
+	}
+	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
+		return err
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		return err
+	}
+	_, err = cli.AuthEnable(ctx)
+	return err
 }
 
 // Close stops the server and waits for it.
