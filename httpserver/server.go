@@ -3,6 +3,7 @@ package httpserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -106,6 +107,15 @@ type Options struct {
 	// TrustedProxies (set at most one of them): it returns the address of
 	// r's client, for the uses listed there.
 	ClientIP func(r *http.Request) string
+
+	// CertIdentity, when set, authenticates a request that presents no
+	// token by its TLS client certificate, once verified by the
+	// http.Server's tls.Config (ClientCAs): it returns the name of the
+	// token (an entry of Tokens, or MeshTokenName) whose identity and
+	// scopes the certificate stands for, and false for none. A request
+	// with a token is authenticated by the token alone. Nil means client
+	// certificates authenticate nothing.
+	CertIdentity func(cert *x509.Certificate) (name string, ok bool)
 
 	// CORSOrigins are the origins browsers may call the API from
 	// (MESH_CORS_ORIGIN). Empty means DefaultCORSOrigin only. "*" is
@@ -243,6 +253,7 @@ type Server struct {
 	allFails   *limiters // one bucket, failGlobalKey
 	overGlobal atomic.Bool
 	clientIP   func(*http.Request) string
+	certName   func(*x509.Certificate) (string, bool)
 
 	origins   map[string]bool
 	publicURL string
@@ -295,6 +306,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 		failLimit:  o.AuthFailureLimit,
 		failGlobal: o.AuthFailureGlobalLimit,
 		clientIP:   o.ClientIP,
+		certName:   o.CertIdentity,
 		publicURL:  strings.TrimRight(o.PublicURL, "/"),
 		maxBody:    o.MaxBodyBytes,
 		log:        o.Logger,
@@ -657,7 +669,10 @@ func (s *Server) failedAttempt(rec *recorder, r *http.Request) bool {
 
 // lookup returns the identity of the request's token, if it is valid.
 func (s *Server) lookup(r *http.Request) (Identity, bool) {
-	tok, _ := credentials(r)
+	tok, present := credentials(r)
+	if !present {
+		return s.certLookup(r)
+	}
 	if tok == "" || len(tok) > 4096 {
 		return Identity{}, false
 	}

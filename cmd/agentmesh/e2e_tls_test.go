@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -229,5 +230,57 @@ func TestE2ETLSFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	conn.Close()
+	p.stop()
+}
+
+// TestE2ETLSClientCert: with --tls-client-ca, a client certificate signed
+// by that CA is the --tokens-file entry named by its CommonName, with that
+// entry's scopes and no bearer token; a certificate naming no entry, or
+// the MESH_TOKEN, is not; removing the entry (SIGHUP) revokes it.
+func TestE2ETLSClientCert(t *testing.T) {
+	ca, clients := certtest.NewCA(t, "server CA"), certtest.NewCA(t, "client CA")
+	tokens := writeTemp(t, "tokens.yaml", "- {name: ci, token_sha256: "+strings.Repeat("a", 64)+", scopes: [read]}\n"+
+		"- {name: ops, token: ops-secret, scopes: [read, register]}\n")
+	p, _, _ := tlsServe(t, ca.Issue(t, certtest.Server, "localhost", "127.0.0.1"), "--tls-client-ca", clients.CertFile, "--tokens-file", tokens)
+	as := func(cn string) *http.Client {
+		c := clients.Issue(t, certtest.Client, cn).TLS(t)
+		return tlsClient(ca, &c)
+	}
+	ci := as("ci")
+	resp, body := tlsGet(t, ci, p.url+"/v1/agents", "")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	resp, body = tlsDo(t, ci, http.MethodPost, p.url+"/v1/agents", "")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "ci holds read only: %s", body)
+	p.stderr.wait(t, 5*time.Second, "the request of ci", func(l string) bool {
+		return strings.Contains(l, `"route":"GET /v1/agents"`) && strings.Contains(l, `"token":"ci"`)
+	})
+	resp, _ = tlsGet(t, as("ops"), p.url+"/v1/agents", "")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, cn := range []string{"nobody", "mesh_token", "local"} {
+		resp, _ = tlsGet(t, as(cn), p.url+"/v1/agents", "")
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, cn)
+	}
+	resp, _ = tlsGet(t, tlsClient(ca, nil), p.url+"/v1/agents", "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no certificate, no token")
+	resp, _ = tlsGet(t, tlsClient(ca, nil), p.url+"/v1/agents", "ops-secret")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "tokens still work")
+	// A certificate of a CA the server does not trust, sent anyway.
+	rogue := certtest.NewCA(t, "rogue CA").Issue(t, certtest.Client, "ops").TLS(t)
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(p.url, "https://"), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost",
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &rogue, nil }})
+	if err == nil { // TLS 1.3: the server's verdict comes with the first read
+		fmt.Fprintf(conn, "GET /v1/agents HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		_, err = http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+	}
+	assert.Error(t, err, "an untrusted client certificate fails the handshake")
+
+	// The entry removed: the certificate no longer authenticates (on a
+	// connection made before, too).
+	require.NoError(t, os.WriteFile(tokens, []byte("- {name: ops, token: ops-secret, scopes: [read, register]}\n"), 0o600))
+	p.signal(syscall.SIGHUP)
+	p.stderr.wait(t, 10*time.Second, "the reload", func(l string) bool { return strings.Contains(l, `"msg":"reloaded"`) })
+	resp, _ = tlsGet(t, ci, p.url+"/v1/agents", "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	p.stop()
 }

@@ -141,6 +141,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		if tlsSrv, err = newServerTLS(cfg.tls); err != nil {
 			return err
 		}
+		if cfg.tls.clientCA != "" && cfg.tokensFile == "" {
+			log.Warn("--tls-client-ca without --tokens-file: no client certificate names a token, so none authenticates")
+		}
 	}
 
 	stopTracing, err := setupTracing(ctx, env, log)
@@ -245,6 +248,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Tokens:         append(tokens, extra...),
 		RateLimit:      limit,
 		TrustedProxies: trusted,
+		CertIdentity:   cfg.tls.certIdentity(),
 		CORSOrigins:    splitList(cfg.corsOrigins),
 		PublicURL:      cfg.mesh.publicURL,
 		Logger:         log,

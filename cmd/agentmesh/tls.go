@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/certreload"
 )
 
@@ -106,6 +107,24 @@ func readCAs(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in the file", path)
 	}
 	return pool, nil
+}
+
+// certIdentity is httpserver.Options.CertIdentity: with --tls-client-ca,
+// a verified client certificate is the --tokens-file entry named by its
+// subject CommonName. The MESH_TOKEN and the local socket's token are
+// never a certificate's.
+func (c tlsConfig) certIdentity() func(*x509.Certificate) (string, bool) {
+	if c.clientCA == "" {
+		return nil
+	}
+	return func(cert *x509.Certificate) (string, bool) {
+		switch cn := cert.Subject.CommonName; cn {
+		case "", httpserver.MeshTokenName, localTokenName:
+			return "", false
+		default:
+			return cn, true
+		}
+	}
 }
 
 // certReport describes a certificate pair put in service, in the report
