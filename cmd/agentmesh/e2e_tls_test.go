@@ -130,6 +130,12 @@ func TestE2ETLS(t *testing.T) {
 	require.NoError(t, err, "TLS 1.2 with an AEAD suite")
 	assert.Equal(t, uint16(tls.VersionTLS12), conn.ConnectionState().Version)
 	conn.Close()
+
+	// The client commands trust a private CA through SSL_CERT_FILE.
+	r := runCLI(t, []string{"MESH_URL=" + p.url, "MESH_TOKEN=t", "SSL_CERT_FILE=" + ca.CertFile}, "", "agents", "list")
+	assert.Equal(t, 0, r.code, "%s", r)
+	r = runCLI(t, []string{"MESH_URL=" + p.url, "MESH_TOKEN=t"}, "", "agents", "list")
+	assert.NotEqual(t, 0, r.code, "an unknown CA: %s", r)
 	p.stop()
 }
 
