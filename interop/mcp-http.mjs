@@ -1,7 +1,7 @@
 // MCP over Streamable HTTP with the official TypeScript MCP SDK: starts
 // `agentmesh serve --store memory` on a free loopback port with MESH_TOKEN
 // and a tokens file, connects StreamableHTTPClientTransport with an
-// Authorization header, and runs the SPEC 7 flow (lib.mjs mcpFlow); then
+// Authorization header, and runs the tool flow (lib.mjs mcpFlow); then
 // checks authentication (no token / wrong token: 401) and scopes (a read
 // token gets permission_denied for mesh_register).
 //
@@ -50,7 +50,7 @@ await main('mcp-http', async () => {
     const c = await connect(url, TOKEN, 'agentmesh-interop-http');
     assert.equal(c.client.getServerVersion()?.name, 'agentmesh');
     assert.ok(c.client.getServerCapabilities()?.tools);
-    assert.equal(c.transport.sessionId, undefined, 'stateless mode: no Mcp-Session-Id (SPEC 7)');
+    assert.equal(c.transport.sessionId, undefined, 'stateless mode: no Mcp-Session-Id');
     await c.client.ping();
     log(`server ${c.client.getServerVersion().name} ${c.client.getServerVersion().version}, MCP protocol ${c.transport.protocolVersion}`);
     return c;
@@ -58,7 +58,7 @@ await main('mcp-http', async () => {
 
   // serve routes by default, whatever registered the agents: the routing
   // tools are listed without --agents.
-  const tools = await step('tools/list: SPEC 7 names, input/output schemas, annotations', () =>
+  const tools = await step('tools/list: names, input/output schemas, annotations', () =>
     checkTools(client, [...CORE_TOOLS, ...ROUTING_TOOLS]),
   );
 
@@ -97,7 +97,7 @@ await main('mcp-http', async () => {
     const raw = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
     assert.equal(raw.status, 401);
     assert.match(raw.headers.get('www-authenticate') ?? '', /^Bearer/, 'WWW-Authenticate: Bearer');
-    assert.equal((await raw.json()).code, 'unauthenticated', 'SPEC 6 error body');
+    assert.equal((await raw.json()).code, 'unauthenticated', 'the documented error body');
   });
 
   await step('a read-only token reads, and gets permission_denied for mesh_register', async () => {
@@ -115,7 +115,7 @@ await main('mcp-http', async () => {
 
   await client.close();
 
-  await step('SIGTERM: serve shuts down cleanly (exit 0, SPEC 8)', async () => {
+  await step('SIGTERM: serve shuts down cleanly (exit 0)', async () => {
     assert.deepEqual(await mesh.stop(), { code: 0, signal: null });
   });
 });

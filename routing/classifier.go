@@ -11,7 +11,7 @@ import (
 // return promptly once ctx is done.
 //
 // Classify returns the agent it would route text to with a confidence in
-// [0, 1]; the confidence gate (SPEC 5.3) decides what to do with it. An
+// [0, 1]; the confidence gate ([Gate]) decides what to do with it. An
 // AgentID that is not a registered agent is allowed (the gate falls back to
 // the default agent); a classifier that cannot answer at all returns an
 // error, such as [ErrNoAgents].
@@ -22,14 +22,14 @@ type Classifier interface {
 // Classification is a classifier's answer for one message.
 //
 // Its JSON form is a superset of the classification object of the
-// POST /v1/request reply (SPEC 5.1: intent, confidence, language,
+// POST /v1/request reply (intent, confidence, language,
 // entities), with the seed's snake_case names: IntentSummary is "intent"
 // and DetectedLanguage is "language"; AgentID, Ambiguous and Candidates
 // add what the classifier picked, which the reply's own agent_id may not
 // show after a fallback.
 type Classification struct {
 	// AgentID is the name of the agent the classifier picked. It may be
-	// the default agent (SPEC 5.3 rule 2 routes to it).
+	// the default agent (the gate routes to it).
 	AgentID string `json:"agent_id"`
 	// Confidence is the classifier's confidence in AgentID, in [0, 1].
 	// For the lexical classifier it is calibrated: among messages like the

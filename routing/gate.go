@@ -9,10 +9,10 @@ import (
 )
 
 // Action is what the router does with a message: the "decision" of the
-// POST /v1/request reply (SPEC 5.1 step 8).
+// POST /v1/request reply.
 type Action string
 
-// The actions of the confidence gate (SPEC 5.3).
+// The actions of the confidence gate ([Gate]).
 const (
 	// ActionRoute dispatches to the classified agent (or, for a session
 	// bypass, the session's agent).
@@ -32,7 +32,7 @@ type Reason string
 // The reasons of a [Decision].
 const (
 	// ReasonSession: an active session's agent took the message without
-	// classification (SPEC 5.1 step 2, session bypass).
+	// classification (session bypass).
 	ReasonSession Reason = "session"
 	// ReasonUnknownAgent: the classifier named no registered, live agent
 	// (gate rule 1).
@@ -51,7 +51,7 @@ const (
 	ReasonAmbiguous Reason = "ambiguous"
 	// ReasonClarificationUnresolved: the message answering a clarification
 	// question, classified with the original input, still did not clear
-	// the gate (SPEC 5.4), so it went to the default agent.
+	// the gate, so it went to the default agent.
 	ReasonClarificationUnresolved Reason = "clarification_unresolved"
 	// ReasonClassifierError: the classifier failed; the message went to
 	// the default agent.
@@ -102,7 +102,7 @@ type GateInput struct {
 	Clarification bool
 }
 
-// Gate is the confidence gate of SPEC 5.3, a pure function. Its rules, in
+// Gate is the confidence gate, a pure function. Its rules, in
 // order:
 //
 //  1. Agent is nil (unknown agent_id) → fallback to the default.

@@ -67,7 +67,7 @@ type LexicalOptions struct {
 	Logger *slog.Logger
 }
 
-// Lexical is the built-in "lexical" classifier (SPEC 5.2). It learns, with
+// Lexical is the built-in "lexical" classifier. It learns, with
 // no network and no model files, from each agent's examples, capabilities,
 // description and display name: a softmax regression over stemmed words,
 // word pairs and character n-grams, with a calibrated confidence.

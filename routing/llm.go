@@ -27,7 +27,7 @@ import (
 // Defaults of [LLMOptions].
 const (
 	// DefaultLLMTimeout bounds one classification by the endpoint, all
-	// attempts included (SPEC 5.2).
+	// attempts included.
 	DefaultLLMTimeout = 10 * time.Second
 	// DefaultLLMRetries is how many times a request answered 429 or 5xx
 	// is sent again.
@@ -154,7 +154,7 @@ type LLMOptions struct {
 	Logger *slog.Logger
 }
 
-// LLM is the "llm" classifier of SPEC 5.2: it asks a model behind an
+// LLM is the "llm" classifier: it asks a model behind an
 // OpenAI-compatible chat-completions endpoint which agent should handle a
 // message.
 //

@@ -23,7 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/session"
 )
 
-// Limits of a routed [Request] (SPEC 5).
+// Limits of a routed [Request].
 const (
 	// MaxInputRunes is the longest input, in characters (Unicode code
 	// points).
@@ -160,7 +160,7 @@ type RouterOptions struct {
 	// lock held. Nil means none.
 	OnIdentityFailure func(ctx context.Context, err error)
 
-	// TracerProvider creates the spans of routed requests (SPEC 11):
+	// TracerProvider creates the spans of routed requests:
 	// "routing.route" for each Handle call and, under it,
 	// "routing.classify", "routing.gate" and "routing.dispatch" (whose
 	// children are the dispatcher's, such as the delegation spans), with
@@ -170,7 +170,7 @@ type RouterOptions struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Router is the routing orchestrator of SPEC 5.1: session bypass,
+// Router is the routing orchestrator: session bypass,
 // classification, the confidence gate, clarification, dispatch with one
 // fallback to the default agent, and the session lifecycle.
 //
@@ -311,7 +311,7 @@ func (r *Router) defaultAgent() string {
 	return r.def
 }
 
-// Request is a message to route: the body of POST /v1/request (SPEC 5),
+// Request is a message to route: the body of POST /v1/request,
 // with the seed orchestrator's snake_case names.
 type Request struct {
 	// Input is the user's message: 1 to MaxInputRunes characters of
@@ -373,7 +373,7 @@ func (req *Request) validate() error {
 	return nil
 }
 
-// Response is the reply to a routed request (SPEC 5.1 step 8), with the
+// Response is the reply to a routed request, with the
 // seed orchestrator's snake_case names.
 type Response struct {
 	RequestID string `json:"request_id"`
@@ -433,7 +433,7 @@ type turn struct {
 	sess *session.Session
 }
 
-// Handle routes one message through the pipeline of SPEC 5.1 and returns
+// Handle routes one message through the pipeline below and returns
 // the reply. Errors: [ErrInvalidRequest] (400), [ErrNoDefaultAgent] (503
 // no_default_agent), an *[UnavailableError] (503 with Retry-After), ctx's
 // error, or a wrapped session store error (500).
@@ -583,7 +583,7 @@ func (r *Router) decide(ctx context.Context, t *turn) error {
 	return err
 }
 
-// ask answers with the clarification question (SPEC 5.4) and, for an
+// ask answers with the clarification question and, for an
 // identified user, stores the pending clarification and the exchange on
 // the user's session.
 func (r *Router) ask(ctx context.Context, t *turn) (Response, error) {

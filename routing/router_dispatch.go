@@ -60,7 +60,7 @@ type failure struct {
 }
 
 // dispatch sends the message to t.dec.Agent, falling back to the default
-// agent once, and keeps the session (steps 6 and 7 of SPEC 5.1).
+// agent once, and keeps the session (steps 6 and 7 of [Router.Handle]).
 func (r *Router) dispatch(ctx context.Context, t *turn) (resp Response, err error) {
 	target := t.dec.Agent
 	ctx, span := r.startDispatch(ctx, t)

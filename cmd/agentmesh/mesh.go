@@ -33,10 +33,10 @@ type meshConfig struct {
 	// Router) over every agent of the registry, whatever its source.
 	// `serve --routing=false` turns it off.
 	withRouting bool
-	// metrics is where the metrics of SPEC 11 are registered (`serve`);
+	// metrics is where the metrics of docs/OPERATIONS.md are registered (`serve`);
 	// nil means none (the stdio MCP server).
 	metrics *prometheus.Registry
-	// audit keeps the audit log of SPEC 11 in the store (`serve`).
+	// audit keeps the audit log in the store (`serve`).
 	audit bool
 	// identity is the identity flags; identities the resolution built
 	// from them once per process (newIdentities), nil for none.
@@ -59,7 +59,7 @@ type meshConfig struct {
 	webhook webhookConfig
 }
 
-// routingConfig configures the routing orchestrator (SPEC 5, 8).
+// routingConfig configures the routing orchestrator.
 type routingConfig struct {
 	classifier      string // lexical | llm
 	llmBaseURL      string
@@ -122,7 +122,7 @@ func policyFlags(f *flags, cfg *meshConfig, allowHosts *string, allowPrivate boo
 	f.String(allowHosts, "allow-endpoint-hosts", "MESH_ALLOW_ENDPOINT_HOSTS", "", "host names, *.suffix wildcards or CIDRs allowed even when private, comma-separated")
 }
 
-// retentionFlag declares --delegation-retention (SPEC 4.4), a flag of both
+// retentionFlag declares --delegation-retention, a flag of both
 // servers: each keeps delegation records in its store.
 func retentionFlag(f *flags, cfg *meshConfig) {
 	f.Duration(&cfg.delegationRetention, "delegation-retention", "MESH_DELEGATION_RETENTION", delegation.DefaultRetention,

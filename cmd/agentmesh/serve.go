@@ -29,7 +29,7 @@ import (
 
 const serveSynopsis = `agentmesh serve [flags]
 
-Runs the HTTP control plane (SPEC 6) with MCP Streamable HTTP at /mcp, the
+Runs the HTTP control plane with MCP Streamable HTTP at /mcp, the
 mesh as one A2A agent at /a2a (its card at /.well-known/agent-card.json),
 /health and /metrics. Authentication: MESH_TOKEN (one token with every
 scope) and/or --tokens-file; with neither, a token is generated and printed
@@ -165,7 +165,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		cfg.mesh.publicURL = scheme + "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	}
 	cfg.mesh.log = log
-	// One registry for the HTTP metrics and the mesh's (SPEC 11), with
+	// One registry for the HTTP metrics and the mesh's, with
 	// the Go runtime and process collectors; the audit log in the store.
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -421,7 +421,7 @@ func readTokens(path string) ([]httpserver.Token, error) {
 }
 
 // newLogger builds the process logger on w: every string it logs passes
-// through redact.String (SPEC 11). format "" means text on a terminal,
+// through redact.String. format "" means text on a terminal,
 // else def.
 func newLogger(w io.Writer, level, format, def string) (*slog.Logger, error) {
 	var lv slog.Level
@@ -455,7 +455,7 @@ func usageError(stderr io.Writer, err error) int {
 }
 
 // watchAgents loads the agent directory into the registry and watches it
-// (SPEC 2.2). Routing needs a fallback, so the directory must have exactly
+// for changes. Routing needs a fallback, so the directory must have exactly
 // one default agent. A directory that does not load is a startup error;
 // each of its problems is logged.
 func watchAgents(ctx context.Context, m *mesh, dir string, env func(string) string, log *slog.Logger) (*registry.DirWatcher, error) {
