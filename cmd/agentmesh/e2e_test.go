@@ -244,7 +244,7 @@ func TestE2ECommandLine(t *testing.T) {
 
 	r := runCLI(t, nil, "", "version")
 	require.Equal(t, 0, r.code, "%s", r)
-	assert.Regexp(t, `^agentmesh \S+\n$`, r.stdout)
+	assert.Regexp(t, `^agentmesh \S+\n`, r.stdout, "the version is the first line")
 
 	r = runCLI(t, nil, "", "--help")
 	require.Equal(t, 0, r.code, "%s", r)

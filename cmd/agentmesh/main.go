@@ -10,8 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/agentmesh/agentmesh/internal/buildinfo"
 )
 
 const usage = `agentmesh — agent discovery, delegation and routing
@@ -26,7 +24,7 @@ Usage:
                                     client command: delegate a task
   agentmesh eval discovery ...      measure discovery quality on a corpus and queries
   agentmesh validate DIR            check a YAML agent directory without a server
-  agentmesh version                 print the version
+  agentmesh version [--json]        print the version, commit, Go version and platform
   agentmesh help                    show this help
 
 Run "agentmesh COMMAND -h" for the flags of a command; every flag can also
@@ -56,8 +54,7 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 	case "validate":
 		return runValidate(args[1:], env, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "agentmesh", buildinfo.Version())
-		return 0
+		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		printFlags(stdout)
