@@ -1,17 +1,22 @@
 package httpserver
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// httpMetrics are the request metrics of SPEC 11. The route label is the
+// httpMetrics are the agentmesh_http_* request metrics. The route label is the
 // mux pattern ("GET /v1/agents/{name}"), "unmatched" or "preflight" —
 // never the raw path — so its cardinality is bounded by the route table.
 type httpMetrics struct {
@@ -65,4 +70,66 @@ func registerOrReuse[T prometheus.Collector](reg prometheus.Registerer, c T) (T,
 func (m *httpMetrics) observe(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// MetricsTokenName is the name under which a request holding
+// Options.MetricsToken appears in the request log.
+const MetricsTokenName = "metrics_token"
+
+// guardMetrics puts h, the metrics exposition, behind token
+// (Options.MetricsToken): a request is served with "Authorization:
+// Bearer <token>", or with a valid API token holding the admin scope.
+// Anything else gets 401 unauthenticated (403 permission_denied for a
+// valid token without admin). On the server's own port (w is its
+// recorder) a refusal is throttled and audited like any other; on a
+// listener of the host's own (MetricsHandler) it is only answered. An
+// empty token leaves h open.
+func (s *Server) guardMetrics(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec, _ := w.(*recorder)
+		if bearerMatches(r, want) {
+			if rec != nil {
+				rec.identity, rec.authed = Identity{Name: MetricsTokenName}, true
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		var id Identity
+		var ok bool
+		if rec != nil {
+			if id, ok = s.authenticate(rec, r); !ok {
+				return // answered (401 or 429) and audited
+			}
+		} else if id, ok = s.lookup(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
+			WriteError(w, http.StatusUnauthorized, apierr.CodeUnauthenticated, "send Authorization: Bearer <metrics token>")
+			return
+		}
+		if !id.Has(ScopeAdmin) {
+			const msg = "the metrics need the metrics token or a token with the admin scope"
+			if rec != nil {
+				s.auditAuthFailure(rec, r, id.Name, CodePermissionDenied, "missing scope admin")
+				writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied, msg))
+				return
+			}
+			WriteError(w, http.StatusForbidden, CodePermissionDenied, msg)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// bearerMatches reports whether r's "Authorization: Bearer" token hashes
+// to want, in time independent of the tokens.
+func bearerMatches(r *http.Request, want [sha256.Size]byte) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }

@@ -149,6 +149,14 @@ type Options struct {
 	// another Server on the same registry are shared.
 	Metrics *prometheus.Registry
 
+	// MetricsToken, when set, is the bearer token GET /metrics requires
+	// (--metrics-token), on this handler and on [Server.MetricsHandler]:
+	// "Authorization: Bearer <MetricsToken>", or a valid API token with
+	// the admin scope; anything else gets 401 (403 for a valid token
+	// without admin). It is for a scraper and grants nothing else. Empty
+	// means /metrics needs no token.
+	MetricsToken string
+
 	// NoMetricsRoute leaves GET /metrics off this handler, for a host that
 	// serves [Server.MetricsHandler] on its own listener (--metrics-addr).
 	NoMetricsRoute bool
@@ -378,6 +386,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	if s.metrics, err = newHTTPMetrics(o.Metrics); err != nil {
 		return nil, err
 	}
+	s.metrics.handler = s.guardMetrics(o.MetricsToken, s.metrics.handler)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s.idPrefix = hex.EncodeToString(b[:]) + "-"
