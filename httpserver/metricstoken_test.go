@@ -22,7 +22,9 @@ func TestMetricsToken(t *testing.T) {
 			e := newEnv(t, envConfig{opts: func(o *httpserver.Options) {
 				o.MetricsToken, o.NoMetricsRoute = metricsToken, own
 			}})
-			get := func(h map[string]string) *response { return e.do(req{Method: http.MethodGet, Path: "/metrics", Header: h}) }
+			get := func(h map[string]string) *response {
+				return e.do(req{Method: http.MethodGet, Path: "/metrics", Header: h})
+			}
 			if own {
 				ts := httptest.NewServer(e.srv.MetricsHandler())
 				t.Cleanup(ts.Close)
