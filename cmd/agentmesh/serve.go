@@ -33,7 +33,9 @@ Runs the HTTP control plane with MCP Streamable HTTP at /mcp, the
 mesh as one A2A agent at /a2a (its card at /.well-known/agent-card.json),
 /health and /metrics. Authentication: MESH_TOKEN (one token with every
 scope) and/or --tokens-file; with neither, a token is generated and printed
-once to stderr. With --tls-cert and --tls-key the port serves HTTPS only.`
+once to stderr. With --tls-cert and --tls-key the port serves HTTPS only.
+With no --addr or --port (nor MESH_ADDR, MESH_PORT), $PORT, as PaaS
+platforms set it, is the port.`
 
 type serveConfig struct {
 	mesh            meshConfig
@@ -88,6 +90,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 	}
 	if f.fs.NArg() > 0 {
 		return usageError(stderr, fmt.Errorf("serve takes no arguments, got %q", f.fs.Args()))
+	}
+	if err := applyPORT(&cfg, f, env); err != nil {
+		return usageError(stderr, err)
 	}
 	if err := cfg.mesh.checkRetention(); err != nil {
 		return usageError(stderr, err)
