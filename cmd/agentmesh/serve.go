@@ -53,6 +53,7 @@ type serveConfig struct {
 	agentsDir       string
 	routing         bool
 	tls             tlsConfig
+	conns           connConfig
 }
 
 func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
@@ -78,6 +79,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	routingFlags(f, &cfg.mesh.routing)
 	identityFlags(f, &cfg.mesh.identity)
 	tlsFlags(f, &cfg.tls)
+	connFlags(f, &cfg.conns)
 	return f
 }
 
@@ -101,6 +103,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 		return usageError(stderr, fmt.Errorf("--max-agents must be 0 (no limit) or more, got %d", cfg.mesh.maxAgents))
 	}
 	if err := cfg.tls.check(); err != nil {
+		return usageError(stderr, err)
+	}
+	if err := cfg.conns.check(); err != nil {
 		return usageError(stderr, err)
 	}
 	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
@@ -182,6 +187,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	cfg.mesh.etcd.password = env("MESH_ETCD_PASSWORD")
+	if cfg.mesh.secretKeys, err = loadSecretKeys(cfg.mesh, env); err != nil {
+		return err
+	}
 	if cfg.mesh.identities, err = newIdentities(cfg.mesh.identity, cfg.mesh, promReg, log); err != nil {
 		return err
 	}
@@ -259,6 +267,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Logger:         log,
 		NoMetricsRoute: cfg.metricsAddr != "",
 		Metrics:        promReg,
+		MetricsToken:   cfg.conns.metricsToken,
 		Audit:          m.obs.auditLog(),
 		StorePing:      httpserver.PingStore(m.Store()),
 		Ready:          m.ready,
@@ -315,11 +324,17 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	if tlsSrv != nil {
 		handler = hsts(srv)
 	}
+	apiConns, metricsConns, err := cfg.conns.limiters(trusted, promReg, log)
+	if err != nil {
+		m.close(context.Background())
+		return err
+	}
 	hs := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       cfg.conns.readTimeout,
 		IdleTimeout:       2 * time.Minute,
+		ConnState:         apiConns.ConnState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -333,9 +348,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		// request to an HTTPS server"; nothing is served without TLS.
 		hs.TLSConfig = tlsSrv.config
 		watching.Go(func() { tlsSrv.watch(watchCtx, m.obs, log) })
-		go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+		go func() { serveErr <- hs.ServeTLS(apiConns.Listener(ln), "", "") }()
 	} else {
-		go func() { serveErr <- hs.Serve(ln) }()
+		go func() { serveErr <- hs.Serve(apiConns.Listener(ln)) }()
 	}
 	if cfg.metricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.metricsAddr)
@@ -344,9 +359,10 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 			m.close(context.Background())
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
-		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: cfg.conns.readTimeout,
+			ConnState: metricsConns.ConnState}
 		servers = append(servers, ms)
-		go func() { serveErr <- ms.Serve(mln) }()
+		go func() { serveErr <- ms.Serve(metricsConns.Listener(mln)) }()
 		log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	log.Info("agentmesh serving", "addr", ln.Addr().String(), "public_url", cfg.mesh.publicURL,
