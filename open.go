@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
+	"github.com/agentmesh/agentmesh/store/sealstore"
 )
 
 // Store is what a mesh keeps in its store: the Store interface of every
@@ -57,6 +58,17 @@ type Options struct {
 	// and Path is an error. The store stays the caller's: [Mesh.Close]
 	// does not close it; close it after the mesh.
 	Store Store
+
+	// SecretKeys, if set, seals the agents' credentials (Auth.Token) in
+	// the store, whichever it is: they are written AES-256-GCM-sealed with
+	// the ring's first key and read with any of its keys (see
+	// [sealstore]). Nil stores them in clear. Either way a credential
+	// stored in clear is read as it is, and a sealed one whose key is not
+	// in the ring fails Open with an error wrapping
+	// [sealstore.ErrUnknownKey] that names the agent and the key id.
+	// [Mesh.Store] is the store as written, sealed values included: read
+	// agents through [Mesh.Registry].
+	SecretKeys *sealstore.Keyring
 
 	// Policy is the endpoint policy of registrations and of every
 	// outbound call. Nil allows endpoints on loopback and private
@@ -250,7 +262,8 @@ func Open(ctx context.Context, opts *Options) (m *Mesh, err error) {
 		}
 	}()
 
-	m.reg, err = registry.New(ctx, m.store, &registry.Options{Policy: o.Policy, MaxAgents: o.MaxAgents, OnWrite: o.OnRegistryWrite, Logger: log})
+	agents := sealstore.Wrap(m.store, o.SecretKeys, &sealstore.Options{Logger: log})
+	m.reg, err = registry.New(ctx, agents, &registry.Options{Policy: o.Policy, MaxAgents: o.MaxAgents, OnWrite: o.OnRegistryWrite, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -239,9 +239,7 @@ type Options struct {
 // Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
 // authentication and scopes, rate limits, CORS, security headers and error
 // encoding around the registry, discovery and delegation libraries. It
-// starts no listener. Repeated failed authentications are audited as one
-// entry a minute, recorded by a timer at the minute's end; call
-// [Server.Close] after the last request to record the current minute's.
+// starts no listener and no goroutine.
 //
 // A Server is safe for concurrent use. Use [New]; the zero Server is not
 // usable.
@@ -282,7 +280,6 @@ type Server struct {
 	cardClient *http.Client
 	agentCard  any
 	audit      Audit
-	authAudit  *authAuditor
 	tracer     trace.Tracer
 	prop       propagation.TextMapPropagator
 
@@ -371,7 +368,6 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.authAudit = newAuthAuditor(s.now, s.record)
 	if s.clientIP != nil && len(o.TrustedProxies) > 0 {
 		return nil, errors.New("httpserver: set at most one of Options.ClientIP and Options.TrustedProxies")
 	}

@@ -24,6 +24,8 @@ Usage:
                                     client command: delegate a task
   agentmesh eval discovery ...      measure discovery quality on a corpus and queries
   agentmesh validate DIR            check a YAML agent directory without a server
+  agentmesh admin rekey [flags]     seal every agent credential in the store with the
+                                    first key of --secret-key-file (server stopped for --db)
   agentmesh version [--json]        print the version, commit, Go version and platform
   agentmesh help                    show this help
 
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		return runEval(args[1:], stdout, stderr)
 	case "validate":
 		return runValidate(args[1:], env, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], env, stdout, stderr)
 	case "version", "--version":
 		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":

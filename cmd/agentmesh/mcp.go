@@ -116,6 +116,12 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	cfg.etcd.password = env("MESH_ETCD_PASSWORD")
+	if sc.server == "" { // a local mesh writes the store
+		if cfg.secretKeys, err = loadSecretKeys(cfg, env); err != nil {
+			log.Error("agentmesh: cannot start", "err", err)
+			return 1
+		}
+	}
 	if cfg.identities, err = newIdentities(cfg.identity, cfg, nil, log); err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1

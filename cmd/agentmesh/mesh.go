@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/etcdstore"
+	"github.com/agentmesh/agentmesh/store/sealstore"
 )
 
 // meshConfig is the configuration shared by `serve` and the stdio MCP
@@ -57,6 +58,11 @@ type meshConfig struct {
 	delegationRetention time.Duration
 	// webhook posts every session that ends (`serve --session-webhook`).
 	webhook webhookConfig
+	// secrets is where the key ring sealing the agents' credentials
+	// comes from (seal.go); secretKeys the ring loadSecretKeys read from
+	// it once per process, nil for credentials in clear.
+	secrets    secretConfig
+	secretKeys *sealstore.Keyring
 }
 
 // routingConfig configures the routing orchestrator.
@@ -113,6 +119,7 @@ func storeFlags(f *flags, cfg *meshConfig) {
 	f.String(&cfg.etcd.certFile, "etcd-cert", "MESH_ETCD_CERT", "", "PEM client certificate presented to etcd, with --etcd-key")
 	f.String(&cfg.etcd.keyFile, "etcd-key", "MESH_ETCD_KEY", "", "PEM private key of --etcd-cert")
 	f.String(&cfg.etcd.username, "etcd-username", "MESH_ETCD_USERNAME", "", "etcd user (etcd auth enabled); the password is read from MESH_ETCD_PASSWORD only")
+	secretFlags(f, &cfg.secrets)
 }
 
 // policyFlags declares the endpoint policy flags of both servers;
@@ -162,6 +169,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 		LockTimeout:     cfg.lockTimeout,
 		MaxAgents:       cfg.maxAgents,
 		Policy:          policy,
+		SecretKeys:      cfg.secretKeys,
 		PublicURL:       cfg.publicURL,
 		Retention:       cfg.delegationRetention,
 		Observe:         m.observe(cfg),

@@ -187,6 +187,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	cfg.mesh.withRouting = cfg.routing
 	cfg.mesh.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	cfg.mesh.etcd.password = env("MESH_ETCD_PASSWORD")
+	if cfg.mesh.secretKeys, err = loadSecretKeys(cfg.mesh, env); err != nil {
+		return err
+	}
 	if cfg.mesh.identities, err = newIdentities(cfg.mesh.identity, cfg.mesh, promReg, log); err != nil {
 		return err
 	}
@@ -411,7 +414,6 @@ loop:
 		}
 	})
 	wg.Wait()
-	_ = srv.Close() // the held-back audit counts, before the audit log closes
 	if agents != nil {
 		agents.Close() // before the registry closes
 	}
