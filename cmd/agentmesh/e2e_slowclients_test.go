@@ -134,7 +134,7 @@ func TestE2ESlowClientFlood(t *testing.T) {
 		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
 	assert.Empty(t, failures, "every /health probe answers during and after the flood")
 	assert.GreaterOrEqual(t, len(latencies), 10)
-	assert.Less(t, latencies[len(latencies)-1], 5*time.Second, "the slowest /health")
+	assert.Less(t, latencies[len(latencies)-1], 10*time.Second, "the slowest /health")
 	assert.LessOrEqual(t, held, floodMax+16, "the server holds at most --max-connections")
 	assert.GreaterOrEqual(t, held, floodMax/2, "the flood reached the cap (else it tests nothing)")
 	assert.Zero(t, dialErrs, "the kernel accepted every connection")
