@@ -10,7 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/audit"
 )
 
-// Audit is where the server records audit entries (SPEC 11) and what GET
+// Audit is where the server records audit entries and what GET
 // /v1/audit reads: *audit.Recorder implements it. Record must not block.
 type Audit interface {
 	Record(e audit.Entry)
@@ -53,7 +53,8 @@ func (s *Server) auditOutcome(w *recorder, action, target string, e *apiError, d
 
 // auditAuthFailure records a refused authentication or authorisation.
 // actor is the token's name when the token was valid but lacked the
-// scope, else empty.
+// scope, else empty. Repeated failures (same client, token, route, code
+// and reason) are counted into one entry a minute: see authAuditor.
 func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, reason string) {
 	if s.audit == nil {
 		return
@@ -62,18 +63,7 @@ func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, rea
 	if route == "" || route == routeUnmatched {
 		route = r.Method + " " + truncate(r.URL.Path, 128)
 	}
-	s.record(audit.Entry{
-		Actor:   actor,
-		Action:  audit.ActionAuthFailure,
-		Outcome: audit.OutcomeDenied,
-		Code:    code,
-		Details: map[string]string{
-			"route":      route,
-			"reason":     reason,
-			"client_ip":  w.clientAddr(r),
-			"request_id": w.id,
-		},
-	})
+	s.authAudit.failure(authKey{actor: actor, client: w.clientAddr(r), code: code, reason: reason, route: route}, w.id)
 }
 
 // listAudit serves GET /v1/audit?limit&since&cursor (scope admin): audit

@@ -239,7 +239,9 @@ type Options struct {
 // Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
 // authentication and scopes, rate limits, CORS, security headers and error
 // encoding around the registry, discovery and delegation libraries. It
-// starts no listener and no goroutine.
+// starts no listener. Repeated failed authentications are audited as one
+// entry a minute, recorded by a timer at the minute's end; call
+// [Server.Close] after the last request to record the current minute's.
 //
 // A Server is safe for concurrent use. Use [New]; the zero Server is not
 // usable.
@@ -280,6 +282,7 @@ type Server struct {
 	cardClient *http.Client
 	agentCard  any
 	audit      Audit
+	authAudit  *authAuditor
 	tracer     trace.Tracer
 	prop       propagation.TextMapPropagator
 
@@ -368,6 +371,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.authAudit = newAuthAuditor(s.now, s.record)
 	if s.clientIP != nil && len(o.TrustedProxies) > 0 {
 		return nil, errors.New("httpserver: set at most one of Options.ClientIP and Options.TrustedProxies")
 	}

@@ -67,6 +67,8 @@ func TestE2ETrustedProxies(t *testing.T) {
 	// The audit log names the forwarded clients.
 	r := api.do("GET", "/v1/audit?limit=1000", nil)
 	require.Equal(t, 200, r.status, "%s", r)
+	// A client's repeated failures are one entry a minute with their
+	// count; the first is recorded at once.
 	ips := map[string]int{}
 	for _, e := range r.list(t) {
 		if e["action"] == "auth.failure" {
@@ -74,7 +76,7 @@ func TestE2ETrustedProxies(t *testing.T) {
 			ips[fmt.Sprint(d["client_ip"])]++
 		}
 	}
-	assert.Equal(t, failures, ips["198.51.100.7"], "%v", ips)
+	assert.Equal(t, 1, ips["198.51.100.7"], "%v", ips)
 	assert.Equal(t, 1, ips["198.51.100.8"], "%v", ips)
 	assert.Equal(t, 1, ips["127.0.0.1"], "%v", ips)
 

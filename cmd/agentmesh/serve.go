@@ -414,6 +414,7 @@ loop:
 		}
 	})
 	wg.Wait()
+	_ = srv.Close() // the held-back audit counts, before the audit log closes
 	if agents != nil {
 		agents.Close() // before the registry closes
 	}
