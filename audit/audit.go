@@ -71,6 +71,10 @@ type Entry struct {
 	// or empty for the mesh itself and for callers that presented no
 	// valid token.
 	Actor string `json:"actor,omitempty"`
+	// Principal is who the actor acts for (see package principal): the
+	// token's principal, which several tokens may share. Empty when Actor
+	// is.
+	Principal string `json:"principal,omitempty"`
 	// Action is what was done: one of the Action… constants for entries
 	// the mesh writes.
 	Action string `json:"action"`

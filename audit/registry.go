@@ -17,6 +17,8 @@ import (
 type Origin struct {
 	// Actor is the name of the caller's token ([Entry.Actor]).
 	Actor string
+	// Principal is the principal the token acts for ([Entry.Principal]).
+	Principal string
 	// RequestID is the request's id, recorded as the request_id detail.
 	RequestID string
 	// Via names the front-end or path when it is not the HTTP API itself:
@@ -38,7 +40,7 @@ func OriginFrom(ctx context.Context) Origin {
 }
 
 // WithVia returns ctx with the Via of its [Origin] set to via, keeping the
-// actor and request id.
+// actor, principal and request id.
 func WithVia(ctx context.Context, via string) context.Context {
 	o := OriginFrom(ctx)
 	o.Via = via
@@ -52,7 +54,7 @@ func WithVia(ctx context.Context, via string) context.Context {
 // with code internal.
 func RegistryEntry(ctx context.Context, w registry.Write) Entry {
 	o := OriginFrom(ctx)
-	e := Entry{Actor: o.Actor, Target: truncate(w.Agent.Name, 128), Outcome: OutcomeSuccess, Details: map[string]string{}}
+	e := Entry{Actor: o.Actor, Principal: o.Principal, Target: truncate(w.Agent.Name, 128), Outcome: OutcomeSuccess, Details: map[string]string{}}
 	switch w.Op {
 	case registry.OpRegister:
 		e.Action = ActionAgentRegister

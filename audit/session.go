@@ -20,11 +20,12 @@ const ActionSessionClose = "session.close"
 func SessionEntry(ctx context.Context, e session.CloseEvent) Entry {
 	o := OriginFrom(ctx)
 	out := Entry{
-		Actor:   o.Actor,
-		Action:  ActionSessionClose,
-		Target:  e.ActiveAgent,
-		Outcome: OutcomeSuccess,
-		Code:    string(e.Status),
+		Actor:     o.Actor,
+		Principal: o.Principal,
+		Action:    ActionSessionClose,
+		Target:    e.ActiveAgent,
+		Outcome:   OutcomeSuccess,
+		Code:      string(e.Status),
 		Details: map[string]string{
 			"session_id":  e.SessionID,
 			"turns":       strconv.Itoa(e.Turns),

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/tracing"
 	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/principal"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -551,22 +552,30 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 		rec = f.rec
 	}
 	c.liveMu.Unlock()
-	if f != nil {
-		return rec.Public(), nil
+	if f == nil {
+		if c.isStopped() {
+			return Record{}, ErrClosed
+		}
+		var err error
+		rec, err = c.store.GetDelegation(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return Record{}, notFound(id)
+		}
+		if err != nil {
+			return Record{}, fmt.Errorf("delegation: get %q: %w", id, err)
+		}
 	}
-	if c.isStopped() {
-		return Record{}, ErrClosed
-	}
-	rec, err := c.store.GetDelegation(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		// The store's own wording stays out of the message: it is shown
-		// to API callers.
-		return Record{}, apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
-	}
-	if err != nil {
-		return Record{}, fmt.Errorf("delegation: get %q: %w", id, err)
+	if !principal.Allowed(ctx, rec.Principal) {
+		return Record{}, notFound(id) // its existence is not revealed
 	}
 	return rec.Public(), nil
+}
+
+// notFound is the error of a record the caller cannot see: missing, or
+// another principal's. The store's own wording stays out of the message:
+// it is shown to API callers.
+func notFound(id string) error {
+	return apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
 }
 
 // isStopped reports whether Shutdown has finished, or c is inert.
@@ -604,6 +613,9 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]Record, error) {
 		f.Limit = DefaultListLimit
 	}
 	f.Limit = min(f.Limit, MaxListLimit)
+	if p := principal.Filter(ctx); p != "" {
+		f.Principal = p
+	}
 	// Records of sync delegations reach the store through the background
 	// committer; wait for the ones already queued so a delegation that has
 	// returned is listed with its final status (read-your-writes).
@@ -712,6 +724,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
 		return Record{}, ErrClosed
 	}
 	defer c.leave()
+	if principal.Filter(ctx) != "" {
+		// Only the record's principal may cancel it.
+		if _, err := c.Get(ctx, id); err != nil {
+			return Record{}, err
+		}
+	}
 
 	c.liveMu.Lock()
 	f := c.live[id]

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
+	"github.com/agentmesh/agentmesh/principal"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -124,6 +125,9 @@ func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err err
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		Owner:       c.owners.current(),
+	}
+	if who, ok := principal.FromContext(ctx); ok {
+		rec.Principal = principal.Of(who.Name)
 	}
 	a := &p.agent
 	if a.StaleAt(now) {

@@ -91,6 +91,12 @@ type Record struct {
 	// (the client logs it when it takes it), shown on read paths so that
 	// an operator can tell which replica ran a delegation.
 	Owner string `json:"owner,omitempty"`
+	// Principal is the principal that started the delegation (see
+	// package principal), when the caller had one; a record without one
+	// is principal.Default's. Only it and admins see the record: for
+	// others Get, Wait and Cancel answer [ErrNotFound] and List leaves it
+	// out.
+	Principal string `json:"principal,omitempty"`
 }
 
 // Clone returns a deep copy of r: its byte slices, times and response are

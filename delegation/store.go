@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Store persists delegation records. Implementations live in
@@ -85,11 +87,21 @@ type ListFilter struct {
 	Statuses []Status
 	// Target keeps only records whose TargetAgent is this; empty keeps all.
 	Target string
+	// Principal keeps only records started by this principal (a record
+	// whose Principal is empty is principal.Default's); empty keeps all.
+	// [Client.List] sets it to the caller's principal, unless the
+	// caller is an admin.
+	Principal string
 	// Limit is the page size: 0 means DefaultListLimit; the store caps it
 	// at MaxListLimit.
 	Limit int
 	// Offset skips this many matching records.
 	Offset int
+}
+
+// KeepsPrincipal reports whether the filter's Principal keeps rec.
+func (f ListFilter) KeepsPrincipal(rec *Record) bool {
+	return f.Principal == "" || principal.Of(rec.Principal) == f.Principal
 }
 
 // Page returns the filter's limit and offset as a store applies them:

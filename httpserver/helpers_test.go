@@ -37,14 +37,20 @@ const (
 	routeToken    = "route-secret-token-xx" // "router": route
 )
 
+// The test tokens act for one principal, testPrincipal: what one of them
+// creates the others may read and change. (The ownership rules between
+// principals are tested in principals_test.go.)
 func testTokens() []httpserver.Token {
 	return []httpserver.Token{
-		{Name: "reader", Token: readToken, Scopes: []httpserver.Scope{httpserver.ScopeRead}},
-		{Name: "registrar", SHA256: httpserver.HashToken(registerToken), Scopes: []httpserver.Scope{httpserver.ScopeRegister, httpserver.ScopeRead}},
-		{Name: "delegator", Token: delegateToken, Scopes: []httpserver.Scope{httpserver.ScopeDelegate, httpserver.ScopeRead}},
-		{Name: "router", Token: routeToken, Scopes: []httpserver.Scope{httpserver.ScopeRoute}},
+		{Name: "reader", Token: readToken, Principal: testPrincipal, Scopes: []httpserver.Scope{httpserver.ScopeRead}},
+		{Name: "registrar", SHA256: httpserver.HashToken(registerToken), Principal: testPrincipal, Scopes: []httpserver.Scope{httpserver.ScopeRegister, httpserver.ScopeRead}},
+		{Name: "delegator", Token: delegateToken, Principal: testPrincipal, Scopes: []httpserver.Scope{httpserver.ScopeDelegate, httpserver.ScopeRead}},
+		{Name: "router", Token: routeToken, Principal: testPrincipal, Scopes: []httpserver.Scope{httpserver.ScopeRoute}},
 	}
 }
+
+// testPrincipal is the principal of testTokens.
+const testPrincipal = "team"
 
 // clock is a settable clock for the rate limiters.
 type clock = clocktest.Clock
@@ -270,10 +276,11 @@ func agentJSON(name, endpoint string, caps ...string) map[string]any {
 	}
 }
 
-// register registers an agent and fails the test unless it was stored.
+// register registers an agent with the registrar's token (so the agent
+// is testPrincipal's) and fails the test unless it was stored.
 func (e *env) register(body map[string]any) registry.Agent {
 	e.t.Helper()
-	r := e.post("/v1/agents", adminToken, body)
+	r := e.post("/v1/agents", registerToken, body)
 	require.Containsf(e.t, []int{http.StatusCreated, http.StatusOK}, r.Status, "body: %s", r.Body)
 	var a registry.Agent
 	r.JSON(e.t, &a)

@@ -19,19 +19,15 @@ type Router interface {
 }
 
 // Sessions is what the session routes need from the session manager:
-// *session.Manager implements it.
+// *session.Manager implements it. It applies the ownership rules to the
+// principal the context carries: a session is visible (GET, resume,
+// DELETE) only to the principal that created it and to admins; for
+// anyone else it does not exist (404), so its existence is not revealed.
 type Sessions interface {
 	Get(ctx context.Context, id string) (session.Session, error)
 	Resume(ctx context.Context, id, userID string) (session.Session, error)
 	CloseSession(ctx context.Context, id string, status session.Status) (session.Session, error)
 }
-
-// SessionOwnerKey is the reserved session metadata key under which POST
-// /v1/request records the name of the token that created the session. A
-// session is visible (GET, resume, DELETE) only to that token or to a
-// token with the admin scope; anyone else gets 404, so its existence is
-// not revealed. A value the client puts under this key is replaced.
-const SessionOwnerKey = "agentmesh_owner_token"
 
 func (s *Server) routingRoutes() {
 	if s.router != nil {
@@ -50,13 +46,7 @@ func (s *Server) routeRequest(w *recorder, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	meta := make(map[string]any, len(req.Metadata)+1)
-	for k, v := range req.Metadata {
-		meta[k] = v
-	}
-	meta[SessionOwnerKey] = w.identity.Name
-	req.Metadata = meta
-	resp, err := s.router.Handle(WithIdentity(r.Context(), w.identity), req)
+	resp, err := s.router.Handle(r.Context(), req)
 	if err != nil {
 		s.fail(w, routingError(w, err))
 		return
@@ -82,28 +72,15 @@ func routingError(w http.ResponseWriter, err error) *apiError {
 }
 
 // ownedSession returns the session {id} if the caller may see it: it was
-// created by the caller's token, or the caller is an admin. Otherwise, and
-// when the session does not exist or has expired, it writes 404.
+// created by the caller's principal, or the caller is an admin. Otherwise,
+// and when the session does not exist or has expired, it writes 404.
 func (s *Server) ownedSession(w *recorder, r *http.Request) (session.Session, bool) {
-	sid := r.PathValue("id")
-	sess, err := s.sessions.Get(r.Context(), sid)
-	if err == nil && !maySee(w.identity, sess) {
-		err = session.ErrNotFound
-	}
+	sess, err := s.sessions.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, sessionError(err))
 		return session.Session{}, false
 	}
 	return sess, true
-}
-
-// maySee reports whether the caller id may see sess.
-func maySee(id Identity, sess session.Session) bool {
-	if id.Has(ScopeAdmin) {
-		return true
-	}
-	owner, _ := sess.Metadata[SessionOwnerKey].(string)
-	return owner != "" && owner == id.Name
 }
 
 // sessionError maps an error of the session manager to a response.

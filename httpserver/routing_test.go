@@ -90,7 +90,7 @@ func TestRouteRequestAndSessions(t *testing.T) {
 
 	// Routed, and a session is created for the identified user.
 	r := e.post("/v1/request", routeToken, map[string]any{"input": "What is the budget?", "user_id": "u1",
-		"metadata": map[string]any{httpserver.SessionOwnerKey: "forged", "k": "v"}})
+		"metadata": map[string]any{"agentmesh_owner_token": "forged", "k": "v"}})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var resp routing.Response
 	r.JSON(t, &resp)
@@ -117,7 +117,7 @@ func TestRouteRequestAndSessions(t *testing.T) {
 	assert.Equal(t, session.StatusActive, s.Status)
 	assert.Equal(t, "finance", s.ActiveAgent)
 	assert.Len(t, s.TurnHistory, 4)
-	assert.Equal(t, "router", s.Metadata[httpserver.SessionOwnerKey], "a client cannot forge the owner")
+	assert.Equal(t, testPrincipal, s.Principal, "the session is the token's principal's")
 	assert.Equal(t, "v", s.Metadata["k"])
 
 	// Another route token gets 404 (not 403) on every session route, like
@@ -139,7 +139,7 @@ func TestRouteRequestAndSessions(t *testing.T) {
 	assert.NotEqual(t, sid, fresh.ID)
 	assert.Equal(t, session.StatusActive, fresh.Status)
 	assert.Len(t, fresh.TurnHistory, 4)
-	assert.Equal(t, "router", fresh.Metadata[httpserver.SessionOwnerKey], "the owner carries over")
+	assert.Equal(t, testPrincipal, fresh.Principal, "the owner carries over")
 	r = e.get("/v1/sessions/"+sid, routeToken)
 	r.JSON(t, &s)
 	assert.Equal(t, session.StatusCompleted, s.Status)

@@ -195,9 +195,8 @@ type Options struct {
 
 	// Sessions serves GET /v1/sessions/{id}, POST /v1/sessions/{id}/resume
 	// and DELETE /v1/sessions/{id} (scope route): *session.Manager. A
-	// session is visible only to the token that created it through POST
-	// /v1/request (see [SessionOwnerKey]) or to an admin. Nil leaves the
-	// routes out (404).
+	// session is visible only to the principal whose request created it
+	// and to admins (see [Sessions]). Nil leaves the routes out (404).
 	Sessions Sessions
 
 	// CardClient fetches A2A Agent Cards for POST /v1/agents/import (scope
@@ -496,7 +495,10 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 			// What the request changes is audited with its caller and
 			// id, wherever the change is made (the registry's write
 			// hook). Routes without a token change nothing audited.
-			r = r.WithContext(audit.WithOrigin(r.Context(), audit.Origin{Actor: rec.identity.Name, RequestID: rec.id}))
+			// The core packages apply the ownership rules to the
+			// caller's principal.
+			r = r.WithContext(WithIdentity(audit.WithOrigin(r.Context(),
+				audit.Origin{Actor: rec.identity.Name, Principal: rec.identity.Principal, RequestID: rec.id}), rec.identity))
 		case authCallback:
 			if _, present := credentials(r); present {
 				if id, ok := s.lookup(r); ok {
@@ -693,7 +695,7 @@ func (s *Server) lookup(r *http.Request) (Identity, bool) {
 	if !ok {
 		return Identity{}, false
 	}
-	return Identity{Name: e.name, scopes: e.scopes}, true
+	return e.identity(), true
 }
 
 // fail writes e; the cause of a 5xx is logged with the request id.

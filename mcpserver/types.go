@@ -80,6 +80,7 @@ type Agent struct {
 	LastSeen              time.Time         `json:"lastSeen" jsonschema:"RFC 3339 time of the last registration or heartbeat."`
 	Source                string            `json:"source,omitempty" jsonschema:"api, or file for agents of the agent directory (which cannot be replaced or unregistered through this server)."`
 	Stale                 bool              `json:"stale,omitempty" jsonschema:"True when the agent's TTL lapsed: it is left out of discovery."`
+	Owner                 string            `json:"owner,omitempty" jsonschema:"The principal that registered the agent: only it or an admin may replace or unregister it. Empty for agents of the agent directory."`
 }
 
 // Resource is a resource of an [Agent].
@@ -226,6 +227,7 @@ func agentOut(a registry.Agent) Agent {
 		LastSeen:              a.LastSeen,
 		Source:                string(a.Source),
 		Stale:                 a.Stale,
+		Owner:                 a.Owner,
 	}
 	if out.DisplayName == "" {
 		out.DisplayName = a.Name

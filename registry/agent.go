@@ -94,6 +94,12 @@ type Agent struct {
 	UpdatedAt    time.Time `json:"updatedAt"`
 	LastSeen     time.Time `json:"lastSeen"`
 	Source       Source    `json:"source,omitempty"`
+	// Owner is the principal that registered an API agent (see package
+	// principal): only it or an admin may replace, delete or heartbeat
+	// the agent. A caller with a principal cannot set it; records stored
+	// without one are read as owned by principal.Default. Empty for the
+	// agents of the agent directory.
+	Owner string `json:"owner,omitempty"`
 	// Stale is computed on read: the agent has a TTL and no heartbeat or
 	// re-registration within it. Stale agents are left out of discovery and
 	// routing. Never stored.

@@ -33,6 +33,9 @@ var (
 	// ErrManagedByFile: the agent belongs to the YAML agent directory and
 	// the API may not replace or delete it.
 	ErrManagedByFile = apierr.New(pkg, CodeManagedByFile, "agent is managed by the agent directory")
+	// ErrPermissionDenied: the caller's principal does not own the agent
+	// (see [Agent.Owner]) and is not an admin.
+	ErrPermissionDenied = apierr.New(pkg, apierr.CodePermissionDenied, "the agent is owned by another principal")
 	// ErrFull: the registry holds Options.MaxAgents agents, and a
 	// registration would create one more.
 	ErrFull = apierr.New(pkg, apierr.CodeConflict, "the registry is full")
@@ -49,7 +52,7 @@ const pkg = "registry"
 
 // sentinels are the sentinel errors of this package.
 var sentinels = []*apierr.Error{
-	ErrNotFound, ErrInvalid, ErrEndpointNotAllowed, ErrManagedByFile,
+	ErrNotFound, ErrInvalid, ErrEndpointNotAllowed, ErrManagedByFile, ErrPermissionDenied,
 	ErrDefaultConflict, ErrBadCursor, ErrClosed,
 }
 

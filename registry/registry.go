@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Options configures a [Registry]. A nil *Options means all defaults.
@@ -202,6 +203,8 @@ func (r *Registry) Close() error {
 //
 // Errors: a *[FieldError] wrapping [ErrInvalid] or [ErrEndpointNotAllowed];
 // [ErrManagedByFile] when the existing agent belongs to the agent directory;
+// [ErrPermissionDenied] when it is owned by another principal than the one
+// ctx carries (see [Agent.Owner]);
 // [ErrDefaultConflict] when a.IsDefault and another agent is the default;
 // [ErrClosed]; or a store error. On error nothing is stored.
 func (r *Registry) Register(ctx context.Context, a Agent) (Agent, bool, error) {
@@ -247,11 +250,16 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		if created && r.maxAgents > 0 && r.Len() >= r.maxAgents {
 			return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
 		}
+		next.Owner = ownerOf(ctx, a.Owner)
 		if cur != nil {
 			if cur.Source == SourceFile {
 				return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
 			}
+			if !principal.Allowed(ctx, cur.Owner) {
+				return nil, ErrPermissionDenied
+			}
 			next.RegisteredAt = cur.RegisteredAt
+			next.Owner = principal.Of(cur.Owner)
 		}
 		stored = next
 		return &next, nil
@@ -278,7 +286,8 @@ func (r *Registry) Get(ctx context.Context, name string) (Agent, error) {
 }
 
 // Delete unregisters the agent named name. Errors: [ErrNotFound],
-// [ErrManagedByFile], [ErrClosed] or a store error.
+// [ErrManagedByFile], [ErrPermissionDenied] when the principal ctx
+// carries does not own the agent, [ErrClosed] or a store error.
 func (r *Registry) Delete(ctx context.Context, name string) error {
 	removed, err := r.delete(ctx, name)
 	if err != nil {
@@ -299,6 +308,8 @@ func (r *Registry) delete(ctx context.Context, name string) (Agent, error) {
 			return nil, apierr.Errorf(ErrNotFound, "%s", name)
 		case cur.Source == SourceFile:
 			return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
+		case !principal.Allowed(ctx, cur.Owner):
+			return nil, ErrPermissionDenied
 		}
 		removed = *cur
 		return nil, nil
@@ -311,7 +322,9 @@ func (r *Registry) delete(ctx context.Context, name string) (Agent, error) {
 }
 
 // Heartbeat refreshes the agent's LastSeen, restarting its TTL, and returns
-// the record. Errors: [ErrNotFound], [ErrClosed] or a store error.
+// the record. Errors: [ErrNotFound], [ErrPermissionDenied] when the
+// principal ctx carries does not own an API agent, [ErrClosed] or a store
+// error.
 func (r *Registry) Heartbeat(ctx context.Context, name string) (Agent, error) {
 	defer r.deliver()
 	unlock := r.lockName(name)
@@ -319,8 +332,11 @@ func (r *Registry) Heartbeat(ctx context.Context, name string) (Agent, error) {
 	now := r.now()
 	var stored Agent
 	err := r.update(ctx, name, func(cur *Agent) (*Agent, error) {
-		if cur == nil {
+		switch {
+		case cur == nil:
 			return nil, apierr.Errorf(ErrNotFound, "%s", name)
+		case cur.Source != SourceFile && !principal.Allowed(ctx, cur.Owner):
+			return nil, ErrPermissionDenied
 		}
 		stored = cur.Clone()
 		stored.LastSeen = now
@@ -540,6 +556,7 @@ func (r *Registry) update(ctx context.Context, name string, fn func(cur *Agent) 
 func isOwnError(err error) bool {
 	var fe *FieldError
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrManagedByFile) || errors.Is(err, ErrFull) ||
+		errors.Is(err, ErrPermissionDenied) ||
 		errors.Is(err, errStillAlive) || errors.As(err, &fe)
 }
 
@@ -642,7 +659,20 @@ func (r *Registry) sortedNames() ([]string, error) {
 func (r *Registry) view(a *Agent, now time.Time) Agent {
 	v := a.Redacted()
 	v.Stale = a.StaleAt(now)
+	if v.Source != SourceFile {
+		v.Owner = principal.Of(v.Owner) // stored before agents had owners
+	}
 	return v
+}
+
+// ownerOf returns the owner of an agent the caller ctx carries creates:
+// the caller's principal, or given (the record's own Owner field) for a
+// caller without one, principal.Default when that is empty too.
+func ownerOf(ctx context.Context, given string) string {
+	if p, ok := principal.FromContext(ctx); ok {
+		return principal.Of(p.Name)
+	}
+	return principal.Of(given)
 }
 
 func hasLabels(have, want map[string]string) bool {

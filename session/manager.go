@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/jsonvalue"
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Defaults of [Options].
@@ -243,6 +245,9 @@ func (m *Manager) Get(ctx context.Context, id string) (Session, error) {
 		return Session{}, errNoStore
 	}
 	s, err := m.store.GetSession(ctx, id)
+	if err == nil && !principal.Allowed(ctx, s.Principal) {
+		err = ErrNotFound // another principal's: its existence is not revealed
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("session: get %s: %w", id, err)
 	}
@@ -264,7 +269,7 @@ func (m *Manager) Active(ctx context.Context, userID string) (Session, error) {
 	if err := checkUserID(userID); err != nil {
 		return Session{}, fmt.Errorf("session: active: %w", err)
 	}
-	s, err := m.store.GetActiveSession(ctx, userID)
+	s, err := m.store.GetActiveSession(ctx, SlotKey(callerName(ctx), userID))
 	if err != nil {
 		return Session{}, fmt.Errorf("session: active: %w", err)
 	}
@@ -295,8 +300,10 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		return Session{}, false, fmt.Errorf("session: get or create: %w", apierr.Errorf(ErrInvalid, "employee id is %d bytes, more than %d", len(p.EmployeeID), MaxUserIDLen))
 	}
 	now := m.now()
+	owner := callerName(ctx)
+	slot := SlotKey(owner, p.UserID)
 	// The common case, a live session, is a read: no write transaction.
-	cur, err := m.store.GetActiveSession(ctx, p.UserID)
+	cur, err := m.store.GetActiveSession(ctx, slot)
 	switch {
 	case err == nil && !cur.ExpiredAt(now):
 		return m.view(cur, now), false, nil
@@ -315,9 +322,10 @@ func (m *Manager) GetOrCreate(ctx context.Context, p Params) (s Session, created
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(m.ttl),
+		Principal:     owner,
 	}
 	var gone *CloseEvent // the expired session replaced, of fn's last call
-	err = m.store.UpdateActiveSession(ctx, p.UserID, func(cur *Session) (*Session, *Session, error) {
+	err = m.store.UpdateActiveSession(ctx, slot, func(cur *Session) (*Session, *Session, error) {
 		gone = nil
 		if cur != nil && !cur.ExpiredAt(now) {
 			s, created = cur.Clone(), false
@@ -407,7 +415,7 @@ func (m *Manager) Update(ctx context.Context, id string, fn func(s *Session) err
 		if err := fn(s); err != nil {
 			return err
 		}
-		s.ID, s.UserID, s.Status = keep.ID, keep.UserID, keep.Status
+		s.ID, s.UserID, s.Status, s.Principal = keep.ID, keep.UserID, keep.Status, keep.Principal
 		s.CreatedAt, s.UpdatedAt, s.ExpiresAt = keep.CreatedAt, keep.UpdatedAt, keep.ExpiresAt
 		s.TurnHistory = m.capTurns(s.TurnHistory)
 		return nil
@@ -511,7 +519,7 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 	var prior Session
 	var wasActive bool
 	err := m.store.UpdateSession(ctx, id, func(cur *Session) (*Session, error) {
-		if cur.UserID != userID {
+		if cur.UserID != userID || !principal.Allowed(ctx, cur.Principal) {
 			return nil, ErrForbidden
 		}
 		if cur.ExpiredAt(now) {
@@ -551,12 +559,13 @@ func (m *Manager) Resume(ctx context.Context, id, userID string) (Session, error
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(m.ttl),
+		Principal:     prior.Principal,
 	}
 	if fresh.TurnHistory == nil {
 		fresh.TurnHistory = []Turn{}
 	}
 	var other *CloseEvent // the user's other active session closed, of fn's last call
-	err = m.store.UpdateActiveSession(ctx, userID, func(cur *Session) (*Session, *Session, error) {
+	err = m.store.UpdateActiveSession(ctx, fresh.Slot(), func(cur *Session) (*Session, *Session, error) {
 		var upd *Session
 		other = nil
 		switch {
@@ -595,6 +604,9 @@ func (m *Manager) update(ctx context.Context, op, id string, mutate func(s *Sess
 	now := m.now()
 	var out Session
 	err := m.store.UpdateSession(ctx, id, func(cur *Session) (*Session, error) {
+		if !principal.Allowed(ctx, cur.Principal) {
+			return nil, ErrNotFound
+		}
 		if err := live(cur, now); err != nil {
 			return nil, err
 		}
@@ -666,6 +678,17 @@ func checkUserID(id string) error {
 		return apierr.Errorf(ErrInvalid, "empty user id")
 	case len(id) > MaxUserIDLen:
 		return apierr.Errorf(ErrInvalid, "user id is %d bytes, more than %d", len(id), MaxUserIDLen)
+	case strings.IndexByte(id, 0) >= 0:
+		return apierr.Errorf(ErrInvalid, "user id has a NUL byte")
 	}
 	return nil
+}
+
+// callerName returns the principal ctx carries, as a session records it:
+// "" for a caller without one.
+func callerName(ctx context.Context) string {
+	if p, ok := principal.FromContext(ctx); ok {
+		return principal.Of(p.Name)
+	}
+	return ""
 }

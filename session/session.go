@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/internal/jsonvalue"
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Status is the lifecycle state of a [Session].
@@ -80,6 +81,26 @@ type Session struct {
 	CreatedAt            time.Time      `json:"created_at"`
 	UpdatedAt            time.Time      `json:"updated_at"`
 	ExpiresAt            time.Time      `json:"expires_at"`
+	// Principal is the principal whose request created the session (see
+	// package principal); empty is principal.Default. The same user id
+	// sent by another principal is another user, with a session of its
+	// own, and only this principal (or an admin) reads or changes it.
+	Principal string `json:"principal,omitempty"`
+}
+
+// Slot returns the key of the user's active slot the session takes when
+// it is active: [SlotKey] of its principal and user id.
+func (s *Session) Slot() string { return SlotKey(s.Principal, s.UserID) }
+
+// SlotKey returns the key of the active slot of user userID of
+// principal p: the user id itself for principal.Default (and an empty
+// p), so that sessions stored before sessions had principals keep their
+// slots; else p, a NUL byte and the user id (user ids hold no NUL).
+func SlotKey(p, userID string) string {
+	if principal.Of(p) == principal.Default {
+		return userID
+	}
+	return p + "\x00" + userID
 }
 
 // MarshalJSON encodes s in its wire form, with an empty turn_history and

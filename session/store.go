@@ -27,7 +27,7 @@ import (
 //   - a write that changes a session's status from active to a closed
 //     status frees the slot in the same transaction; a closed session is
 //     never made active again;
-//   - a session's ID and UserID never change;
+//   - a session's ID, UserID and Principal never change;
 //   - deleting a session (the expiry sweep) frees its slot.
 //
 // A write that would break an invariant fails with an error wrapping
@@ -60,10 +60,11 @@ type Store interface {
 	// status or expiry, or an error wrapping [ErrNotFound].
 	GetSession(ctx context.Context, id string) (Session, error)
 
-	// GetActiveSession returns the session in userID's active slot, or an
-	// error wrapping [ErrNotFound] when the slot is free. It returns the
-	// session even if its ExpiresAt has passed.
-	GetActiveSession(ctx context.Context, userID string) (Session, error)
+	// GetActiveSession returns the session in the active slot slot (a
+	// user's, [SlotKey]), or an error wrapping [ErrNotFound] when the
+	// slot is free. It returns the session even if its ExpiresAt has
+	// passed.
+	GetActiveSession(ctx context.Context, slot string) (Session, error)
 
 	// UpdateSession atomically reads the session with the given id, passes
 	// a copy to fn and stores what fn returns. A missing session gives an
@@ -71,7 +72,7 @@ type Store interface {
 	// and no error, nothing is written. If fn returns an error, nothing is
 	// written and that error is returned unchanged.
 	//
-	// The result must keep cur's ID and UserID, and may not make a closed
+	// The result must keep cur's ID, UserID and Principal, and may not make a closed
 	// session active ([ErrConflict]). Closing an active session frees the
 	// user's slot in the same write.
 	//
@@ -83,21 +84,21 @@ type Store interface {
 	// write is durable.
 	UpdateSession(ctx context.Context, id string, fn func(cur *Session) (*Session, error)) error
 
-	// UpdateActiveSession atomically reads the session in userID's active
-	// slot (nil when the slot is free), passes a copy to fn, and writes
-	// what fn returns, all in one transaction:
+	// UpdateActiveSession atomically reads the session in the active slot
+	// slot (a user's, [SlotKey]; nil when the slot is free), passes a copy
+	// to fn, and writes what fn returns, all in one transaction:
 	//
-	//   - upd, when not nil, is the new version of cur (same ID and
-	//     UserID). Giving it a closed status frees the slot.
+	//   - upd, when not nil, is the new version of cur (same ID, UserID
+	//     and Principal). Giving it a closed status frees the slot.
 	//   - next, when not nil, is a new session that takes the slot. It must
-	//     have status active, UserID userID and an ID no stored session
-	//     has, and the slot must end up free before it: cur is nil, or upd
+	//     have status active, [Session.Slot] slot and an ID no stored
+	//     session has, and the slot must end up free before it: cur is nil, or upd
 	//     closes it.
 	//
 	// Both nil writes nothing (get-or-create found a live session). If fn
 	// returns an error, nothing is written and that error is returned
 	// unchanged. fn is subject to the same rules as UpdateSession's.
-	UpdateActiveSession(ctx context.Context, userID string, fn func(cur *Session) (upd, next *Session, err error)) error
+	UpdateActiveSession(ctx context.Context, slot string, fn func(cur *Session) (upd, next *Session, err error)) error
 
 	// DeleteExpiredSessions deletes every session whose ExpiresAt is not
 	// after now, whatever its status, freeing the slots of active ones, and

@@ -22,12 +22,6 @@ func mountMCP(srv *httpserver.Server, m *mesh, origins []string, log *slog.Logge
 	server, err := mcpserver.New(m.Registry(), m.searcher(), m.delegator(), &mcpserver.Options{
 		Logger: log,
 		Router: m.mcpRouter(),
-		// Sessions created over /mcp belong to the calling token, as
-		// those of POST /v1/request.
-		RouteMetadata: func(ctx context.Context) map[string]any {
-			id, _ := httpserver.IdentityFrom(ctx)
-			return map[string]any{httpserver.SessionOwnerKey: id.Name}
-		},
 		Authorize: func(ctx context.Context, req *mcp.CallToolRequest) error {
 			id, ok := httpserver.IdentityFrom(ctx)
 			if !ok {

@@ -101,9 +101,13 @@ func (o *observer) auditLog() httpserver.Audit {
 	return o.audit
 }
 
-// actor is the name of the token that authenticated the request of ctx,
-// "" when none did.
-func actor(ctx context.Context) string { return audit.OriginFrom(ctx).Actor }
+// byCaller returns e with the actor and principal of the token that
+// authenticated the request of ctx (none when none did).
+func byCaller(ctx context.Context, e audit.Entry) audit.Entry {
+	o := audit.OriginFrom(ctx)
+	e.Actor, e.Principal = o.Actor, o.Principal
+	return e
+}
 
 // breakerChanged is breaker.Options.OnStateChange: a transition goes to
 // the audit log (the gauge reads the states at scrape time).
@@ -148,7 +152,7 @@ func (o *observer) delegated(ctx context.Context, req delegation.Request, rec de
 	if o.audit == nil {
 		return
 	}
-	e := audit.Entry{Actor: actor(ctx), Action: audit.ActionDelegation, Details: map[string]string{}}
+	e := byCaller(ctx, audit.Entry{Action: audit.ActionDelegation, Details: map[string]string{}})
 	if req.SourceAgent != "" {
 		e.Details["source_agent"] = req.SourceAgent
 	}
@@ -186,8 +190,7 @@ func (o *observer) routed(ctx context.Context, resp routing.Response, err error)
 	if o.audit == nil {
 		return
 	}
-	e := audit.Entry{
-		Actor:   actor(ctx),
+	e := byCaller(ctx, audit.Entry{
 		Action:  audit.ActionRoutingDecision,
 		Target:  resp.AgentID,
 		Outcome: audit.OutcomeSuccess,
@@ -197,7 +200,7 @@ func (o *observer) routed(ctx context.Context, resp routing.Response, err error)
 			"request_id": resp.RequestID,
 			"confidence": strconv.FormatFloat(resp.Confidence, 'f', 3, 64),
 		},
-	}
+	})
 	if resp.Decision == routing.ActionClarify {
 		e.Target = resp.SuggestedAgent
 	}
@@ -246,13 +249,12 @@ func (o *observer) reloaded(via string, err error) {
 // toolRefused audits an MCP tool call or A2A operation refused for a
 // missing scope.
 func (o *observer) toolRefused(ctx context.Context, what string, scope httpserver.Scope) {
-	o.audit.Record(audit.Entry{
-		Actor:   actor(ctx),
+	o.audit.Record(byCaller(ctx, audit.Entry{
 		Action:  audit.ActionAuthFailure,
 		Outcome: audit.OutcomeDenied,
 		Code:    httpserver.CodePermissionDenied,
 		Details: map[string]string{"route": what, "reason": fmt.Sprintf("missing scope %s", scope)},
-	})
+	}))
 }
 
 // auditedDelegations is the delegation client as the front-ends and the

@@ -524,7 +524,9 @@ func (s *Store) GetDelegation(ctx context.Context, id string) (delegation.Record
 // It walks an index: by target when f.Target is set (checking the status
 // stored in the entry), else by status (merging the statuses asked for),
 // else by creation time. Skipped entries are never decoded, so a page
-// costs the index entries up to its end plus the records it returns.
+// costs the index entries up to its end plus the records it returns —
+// except with a principal, which is not indexed: then every record up to
+// the page's end is read.
 func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([]delegation.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -566,18 +568,25 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 			if f.Target != "" && statuses != nil && !slices.Contains(statuses, delegation.Status(v)) {
 				continue
 			}
+			id := suffix[timeKeyLen:]
+			var rec delegation.Record
+			if f.Principal != "" {
+				// The principal is not in the index: read the record.
+				if err := readRecord(d, id, &rec); err != nil {
+					return err
+				}
+				if !f.KeepsPrincipal(&rec) {
+					continue
+				}
+			}
 			if offset > 0 {
 				offset--
 				continue
 			}
-			id := suffix[timeKeyLen:]
-			rv := d.records.Get(id)
-			if rv == nil {
-				return fmt.Errorf("%w: index entry for missing delegation %q", ErrCorrupt, id)
-			}
-			var rec delegation.Record
-			if err := decodeRecord(id, rv, &rec); err != nil {
-				return err
+			if f.Principal == "" {
+				if err := readRecord(d, id, &rec); err != nil {
+					return err
+				}
 			}
 			out = append(out, rec)
 			if len(out) == limit {
@@ -590,6 +599,15 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 		return nil, fmt.Errorf("boltstore: list delegations: %w", err)
 	}
 	return out, nil
+}
+
+// readRecord decodes the record id that an index entry names.
+func readRecord(d delegationBuckets, id []byte, rec *delegation.Record) error {
+	rv := d.records.Get(id)
+	if rv == nil {
+		return fmt.Errorf("%w: index entry for missing delegation %q", ErrCorrupt, id)
+	}
+	return decodeRecord(id, rv, rec)
 }
 
 // merger walks the keys under several prefixes of one index bucket in

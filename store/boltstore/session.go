@@ -79,8 +79,8 @@ func encodeSession(s *session.Session) (encodedSession, error) {
 		return encodedSession{}, errors.New("empty session id")
 	case timeKeyLen+len(s.ID) > bbolt.MaxKeySize:
 		return encodedSession{}, fmt.Errorf("session id is %d bytes, more than %d", len(s.ID), bbolt.MaxKeySize-timeKeyLen)
-	case len(s.UserID) > bbolt.MaxKeySize:
-		return encodedSession{}, fmt.Errorf("user id is %d bytes, more than %d", len(s.UserID), bbolt.MaxKeySize)
+	case len(s.Slot()) > bbolt.MaxKeySize:
+		return encodedSession{}, fmt.Errorf("user id and principal are %d bytes, more than %d", len(s.Slot()), bbolt.MaxKeySize)
 	case s.Status == session.StatusActive && s.UserID == "":
 		return encodedSession{}, errors.New("active session with an empty user id")
 	}
@@ -112,7 +112,7 @@ func (b sessionBuckets) put(e *encodedSession, old *session.Stored) error {
 	}
 	var slotUser []byte
 	if s.Status == session.StatusActive {
-		slotUser = []byte(s.UserID)
+		slotUser = []byte(s.Slot())
 	}
 	if err := b.byExpiry.Put(expiryKey(s.ExpiresAt, s.ID), slotUser); err != nil {
 		return err
@@ -123,8 +123,8 @@ func (b sessionBuckets) put(e *encodedSession, old *session.Stored) error {
 	switch {
 	case s.Status == session.StatusActive:
 		return b.byUser.Put(slotUser, id)
-	case old != nil && old.Status == session.StatusActive && bytes.Equal(b.byUser.Get([]byte(s.UserID)), id):
-		return b.byUser.Delete([]byte(s.UserID))
+	case old != nil && old.Status == session.StatusActive && bytes.Equal(b.byUser.Get([]byte(old.Slot())), id):
+		return b.byUser.Delete([]byte(old.Slot()))
 	}
 	return nil
 }
@@ -202,7 +202,7 @@ func (b sessionBuckets) active(user string) (*session.Session, error) {
 	if err := decodeSession(id, v, &cur); err != nil {
 		return nil, err
 	}
-	if cur.Status != session.StatusActive || cur.UserID != user {
+	if cur.Status != session.StatusActive || cur.Slot() != user {
 		return nil, nil
 	}
 	return &cur, nil

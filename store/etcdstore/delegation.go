@@ -107,12 +107,14 @@ type header struct {
 	Target   string `json:"t,omitempty"` // the target agent
 	Finished string `json:"f,omitempty"` // timeHex of the finish time, final records only
 	Owner    string `json:"o,omitempty"` // the owner, running records only
+	// Principal is the principal that started the delegation.
+	Principal string `json:"p,omitempty"`
 }
 
 // headerOf returns the header of rec. A final record's finish time is
 // FinishedAt, or UpdatedAt when FinishedAt is nil.
 func headerOf(rec *delegation.Record) header {
-	h := header{Created: timeHex(rec.CreatedAt), Status: string(rec.Status), Target: rec.TargetAgent}
+	h := header{Created: timeHex(rec.CreatedAt), Status: string(rec.Status), Target: rec.TargetAgent, Principal: rec.Principal}
 	switch {
 	case rec.Status.Final():
 		h.Finished = timeHex(finishTime(rec))
@@ -198,6 +200,7 @@ type recordFields struct {
 	UpdatedAt   time.Time         `json:"updatedAt"`
 	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
 	Owner       string            `json:"owner,omitempty"`
+	Principal   string            `json:"principal,omitempty"`
 }
 
 // storedHeader returns the header of the stored record value v of id.
@@ -206,7 +209,7 @@ func storedHeader(id string, v []byte) (header, error) {
 	if err := json.Unmarshal(v, &f); err != nil {
 		return header{}, fmt.Errorf("%w: record of delegation %q: %w", ErrCorrupt, id, err)
 	}
-	rec := delegation.Record{TargetAgent: f.TargetAgent, Status: f.Status, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, FinishedAt: f.FinishedAt, Owner: f.Owner}
+	rec := delegation.Record{TargetAgent: f.TargetAgent, Status: f.Status, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, FinishedAt: f.FinishedAt, Owner: f.Owner, Principal: f.Principal}
 	return headerOf(&rec), nil
 }
 
@@ -442,7 +445,7 @@ func (s *Store) GetDelegation(ctx context.Context, id string) (delegation.Record
 //
 // It walks an index in pages: by status when the filter names statuses
 // (merging them), else by creation time, checking the target in each
-// entry's header. Its cost is the index entries up to the end of the page
+// entry's header (and the principal, when one is named). Its cost is the index entries up to the end of the page
 // — offset + limit when no target is named, every newer record of other
 // targets when one is — plus one read of the records returned, in
 // transactions of up to 100 reads. If etcd compacts the revision while a
@@ -459,7 +462,7 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 		return []delegation.Record{}, nil
 	}
 	for attempt := 0; ; attempt++ {
-		out, err := s.listOnce(c, f.Target, statuses, limit, offset)
+		out, err := s.listOnce(c, f, statuses, limit, offset)
 		if errors.Is(err, rpctypes.ErrCompacted) && attempt < 3 {
 			continue
 		}
@@ -474,7 +477,7 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 }
 
 // listOnce is one attempt of ListDelegations.
-func (s *Store) listOnce(c *call, target string, statuses []delegation.Status, limit, offset int) ([]delegation.Record, error) {
+func (s *Store) listOnce(c *call, f delegation.ListFilter, statuses []delegation.Status, limit, offset int) ([]delegation.Record, error) {
 	var rev int64
 	var src []*scan
 	batch := int64(min(max(offset+limit, 32), 1000))
@@ -494,12 +497,12 @@ func (s *Store) listOnce(c *call, target string, statuses []delegation.Status, l
 		if e == nil {
 			break
 		}
-		if target != "" {
+		if f.Target != "" || f.Principal != "" {
 			var h header
 			if err := json.Unmarshal(e.value, &h); err != nil {
 				return nil, fmt.Errorf("%w: index entry %q: %w", ErrCorrupt, e.key, err)
 			}
-			if h.Target != target {
+			if f.Target != "" && h.Target != f.Target || !f.KeepsPrincipal(&delegation.Record{Principal: h.Principal}) {
 				continue
 			}
 		}

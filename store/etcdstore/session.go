@@ -92,7 +92,7 @@ func (s *Store) sessionLeaseFor(ls *leases, slot string, kv *kvPair, was time.Ti
 func (s *Store) putSession(sess *session.Session, data []byte, lease clientv3.LeaseID, oldExpiry string) []clientv3.Op {
 	slotUser := ""
 	if sess.Status == session.StatusActive {
-		slotUser = sess.UserID
+		slotUser = sess.Slot()
 	}
 	key := s.expiryKey(sess.ExpiresAt, sess.ID)
 	ops := []clientv3.Op{
@@ -188,7 +188,7 @@ func (s *Store) readActive(ctx context.Context, user string) (*activeRead, *acti
 	if err := decodeSession(id, read.rec.value, &read.s); err != nil {
 		return nil, nil, err
 	}
-	if read.s.Status != session.StatusActive || read.s.UserID != user {
+	if read.s.Status != session.StatusActive || read.s.Slot() != user {
 		return nil, read, nil
 	}
 	return read, read, nil
@@ -286,9 +286,9 @@ func (s *Store) updateSessionOnce(c *call, ls *leases, op, id string, fn func(cu
 	ops := s.putSession(next, data, lease, s.expiryKey(old.ExpiresAt, id))
 	switch {
 	case next.Status == session.StatusActive: // and so was cur
-		ops = append(ops, s.ifSlotHolds(old.UserID, id, clientv3.OpPut(s.slotKey(old.UserID), id, clientv3.WithLease(lease))))
+		ops = append(ops, s.ifSlotHolds(old.Slot(), id, clientv3.OpPut(s.slotKey(old.Slot()), id, clientv3.WithLease(lease))))
 	case old.Status == session.StatusActive:
-		ops = append(ops, s.ifSlotHolds(old.UserID, id, clientv3.OpDelete(s.slotKey(old.UserID))))
+		ops = append(ops, s.ifSlotHolds(old.Slot(), id, clientv3.OpDelete(s.slotKey(old.Slot()))))
 	}
 	tresp, err := s.cli.Txn(c.ctx).If(unchanged(s.sessionKey(id), kv)).Then(ops...).Commit()
 	if err != nil || !tresp.Succeeded {

@@ -197,7 +197,8 @@ func (s *Store) ListDelegations(ctx context.Context, f delegation.ListFilter) ([
 		switch {
 		case f.Status != "" && rec.Status != f.Status,
 			len(f.Statuses) > 0 && !slices.Contains(f.Statuses, rec.Status),
-			f.Target != "" && rec.TargetAgent != f.Target:
+			f.Target != "" && rec.TargetAgent != f.Target,
+			!f.KeepsPrincipal(rec):
 			continue
 		case offset > 0:
 			offset--

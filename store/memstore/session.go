@@ -30,17 +30,17 @@ type sessionEntry struct {
 // fields of the session an update function was given, taken before the
 // call (fn must not change cur, but the store does not rely on it).
 type sessionKeys struct {
-	id, user string
-	status   session.Status
+	id, user, principal string
+	status              session.Status
 }
 
 func keysOfSession(s *session.Session) sessionKeys {
-	return sessionKeys{id: s.ID, user: s.UserID, status: s.Status}
+	return sessionKeys{id: s.ID, user: s.UserID, principal: s.Principal, status: s.Status}
 }
 
 // session returns the fields of k that [session.CheckUpdate] reads.
 func (k sessionKeys) session() *session.Session {
-	return &session.Session{ID: k.id, UserID: k.user, Status: k.status}
+	return &session.Session{ID: k.id, UserID: k.user, Principal: k.principal, Status: k.status}
 }
 
 // GetSession implements [session.Store.GetSession]: it returns a deep copy
@@ -89,7 +89,7 @@ func (s *Store) activeLocked(user string) *sessionEntry {
 		return nil
 	}
 	e := s.sessions.byID[id]
-	if e == nil || e.s.Status != session.StatusActive || e.s.UserID != user {
+	if e == nil || e.s.Status != session.StatusActive || e.s.Slot() != user {
 		return nil
 	}
 	return e
@@ -285,9 +285,9 @@ func (s *Store) putSessionLocked(was session.Status, sess session.Session) {
 	t.byID[sess.ID] = &sessionEntry{s: sess, rev: s.rev}
 	switch {
 	case sess.Status == session.StatusActive:
-		t.active[sess.UserID] = sess.ID
-	case was == session.StatusActive && t.active[sess.UserID] == sess.ID:
-		delete(t.active, sess.UserID)
+		t.active[sess.Slot()] = sess.ID
+	case was == session.StatusActive && t.active[sess.Slot()] == sess.ID:
+		delete(t.active, sess.Slot())
 	}
 }
 
@@ -324,8 +324,8 @@ func (s *Store) deleteExpiredSessions(now time.Time, keepActive bool) (int, []se
 			continue
 		}
 		delete(t.byID, id)
-		if t.active[e.s.UserID] == id {
-			delete(t.active, e.s.UserID)
+		if t.active[e.s.Slot()] == id {
+			delete(t.active, e.s.Slot())
 		}
 		if keepActive && e.s.Status == session.StatusActive {
 			active = append(active, e.s.Clone())

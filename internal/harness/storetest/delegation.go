@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // TestDelegationStore runs the conformance cases of [delegation.Store] as
@@ -188,7 +189,8 @@ func fullRecord(id string) delegation.Record {
 		Deadline:   &deadline,
 		SecretHash: []byte{0x00, 0xff, 0x10, 0x80, 'a', 0x7f, 0xfe, 0x01, 0x00, 0x9c, 0x42, 0x13, 0x37, 0xde, 0xad, 0xbe,
 			0xef, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee},
-		Owner: "owner-of-" + id,
+		Owner:     "owner-of-" + id,
+		Principal: "team-a",
 	}
 }
 
@@ -631,6 +633,8 @@ func listFixture() []delegation.Record {
 		delegation.StatusPending, delegation.StatusTimeout, delegation.StatusCanceled,
 	}
 	targets := []string{"finance", "hr", "it"}
+	// "" is principal.Default's too.
+	principals := []string{"", "team-a", "team-b", principal.Default, "team-a"}
 	zone := time.FixedZone("PST", -8*3600)
 	var recs []delegation.Record
 	for i := range 90 {
@@ -641,6 +645,7 @@ func listFixture() []delegation.Record {
 		// IDs whose byte order differs from their numeric order.
 		r := minimalRecord(fmt.Sprintf("d-%d", i), statuses[(i*5+i/7)%len(statuses)], created)
 		r.TargetAgent = targets[(i/2)%len(targets)]
+		r.Principal = principals[i%len(principals)]
 		recs = append(recs, r)
 	}
 	recs = append(recs, delegation.Record{ID: "zero-time", TargetAgent: "hr", Status: delegation.StatusCompleted})
@@ -667,7 +672,8 @@ func selectIDs(recs []delegation.Record, f delegation.ListFilter) []string {
 	for _, r := range recs {
 		if (f.Status == "" || r.Status == f.Status) &&
 			(len(f.Statuses) == 0 || slices.Contains(f.Statuses, r.Status)) &&
-			(f.Target == "" || r.TargetAgent == f.Target) {
+			(f.Target == "" || r.TargetAgent == f.Target) &&
+			f.KeepsPrincipal(&r) {
 			sel = append(sel, r)
 		}
 	}
@@ -737,6 +743,15 @@ func testDelegationListFilters(t *testing.T, s delegation.Store) {
 		{Target: "hr", Limit: 5, Offset: 7},
 		{Target: "hr", Status: delegation.StatusCompleted, Limit: 2, Offset: 1},
 		{Target: "hr", Status: delegation.StatusCompleted, Offset: 1000},
+		// Principals: "" and principal.Default are the same one.
+		{Principal: "team-a", Limit: all},
+		{Principal: principal.Default, Limit: all},
+		{Principal: "team-c", Limit: all},
+		{Principal: "team-b", Status: delegation.StatusCompleted, Limit: all},
+		{Principal: "team-a", Statuses: []delegation.Status{delegation.StatusRunning, delegation.StatusFailed}, Limit: all},
+		{Principal: "team-a", Target: "hr", Limit: all},
+		{Principal: "team-a", Limit: 4, Offset: 3},
+		{Principal: principal.Default, Target: "it", Limit: 2, Offset: 1},
 	}
 	for _, f := range filters {
 		want := expectedIDs(recs, f)
@@ -746,6 +761,8 @@ func testDelegationListFilters(t *testing.T, s delegation.Store) {
 	// The fixture must exercise the filters: every status and target is
 	// present.
 	assert.NotEmpty(t, expectedIDs(recs, delegation.ListFilter{Status: delegation.StatusCanceled, Target: "it"}))
+	assert.NotEmpty(t, expectedIDs(recs, delegation.ListFilter{Principal: principal.Default, Target: "it", Limit: 2, Offset: 1}))
+	assert.NotEmpty(t, expectedIDs(recs, delegation.ListFilter{Principal: "team-a", Target: "hr"}))
 }
 
 func testDelegationListPaging(t *testing.T, s delegation.Store) {

@@ -32,6 +32,7 @@ func TestDelegationSuiteCatchesBrokenStores(t *testing.T) {
 		"ties-ascending":     "ListNewestFirst",
 		"statuses-union":     "ListFilters",
 		"target-prefix":      "ListFilters",
+		"principal-literal":  "ListFilters",
 		"ignores-offset":     "ListPaging",
 		"uncapped-limit":     "ListPaging",
 		"prunes-open":        "PruneByAge",
@@ -209,7 +210,11 @@ func (s *brokenDelegationStore) ListDelegations(ctx context.Context, f delegatio
 		if s.bug == "target-prefix" {
 			target = strings.HasPrefix(r.TargetAgent, f.Target)
 		}
-		return status && target
+		owner := f.KeepsPrincipal(&r)
+		if s.bug == "principal-literal" { // "" is not read as the default principal
+			owner = f.Principal == "" || r.Principal == f.Principal
+		}
+		return status && target && owner
 	}
 	var sel []delegation.Record
 	for _, r := range s.recs {

@@ -41,6 +41,7 @@ func TestSessionStore(t *testing.T, open func(t *testing.T) session.Store, opts 
 		{"ReturningNothingWritesNothing", testSessionNothing},
 		{"OneActivePerUserUnderConcurrentCreators", testSessionOneActive},
 		{"UsersAreIndependent", testSessionUsersIndependent},
+		{"PrincipalsHaveSlotsOfTheirOwn", testSessionPrincipals},
 		{"ConcurrentUpdatesLoseNothing", testSessionConcurrentUpdates},
 		{"ClosingFreesTheSlot", testSessionCloseFreesSlot},
 		{"ReplaceInOneWrite", testSessionReplace},
@@ -149,7 +150,7 @@ func assertSession(t *testing.T, want, got session.Session) bool {
 // if the user already has one or the write fails.
 func createSession(t *testing.T, s session.Store, sess session.Session) {
 	t.Helper()
-	err := s.UpdateActiveSession(t.Context(), sess.UserID, func(cur *session.Session) (*session.Session, *session.Session, error) {
+	err := s.UpdateActiveSession(t.Context(), sess.Slot(), func(cur *session.Session) (*session.Session, *session.Session, error) {
 		if cur != nil {
 			return nil, nil, fmt.Errorf("user already has active session %s", cur.ID)
 		}
@@ -389,6 +390,36 @@ func testSessionUsersIndependent(t *testing.T, s session.Store) {
 			all[id] = true
 		}
 	}
+}
+
+// The same user id of two principals is two users: two slots, each
+// taken, freed and looked up on its own; a session's principal never
+// changes.
+func testSessionPrincipals(t *testing.T, s session.Store) {
+	plain := activeSession("alice", sessionBase.Add(time.Hour))
+	teamA := activeSession("alice", sessionBase.Add(time.Hour))
+	teamA.Principal = "team-a"
+	createSession(t, s, plain)
+	createSession(t, s, teamA)
+	assert.Equal(t, plain.ID, activeID(t, s, "alice"))
+	got, err := s.GetActiveSession(t.Context(), session.SlotKey("team-a", "alice"))
+	require.NoError(t, err)
+	assert.Equal(t, teamA.ID, got.ID)
+	assert.Equal(t, "team-a", got.Principal)
+	_, err = s.GetActiveSession(t.Context(), session.SlotKey("team-b", "alice"))
+	assert.ErrorIs(t, err, session.ErrNotFound, "team-b's alice has no session")
+
+	err = s.UpdateSession(t.Context(), teamA.ID, func(cur *session.Session) (*session.Session, error) {
+		next := cur.Clone()
+		next.Principal = "team-b"
+		return &next, nil
+	})
+	assert.ErrorIs(t, err, session.ErrConflict, "the principal cannot change")
+
+	setSession(t, s, teamA.ID, func(x *session.Session) { x.Status = session.StatusCompleted })
+	_, err = s.GetActiveSession(t.Context(), session.SlotKey("team-a", "alice"))
+	assert.ErrorIs(t, err, session.ErrNotFound, "closing team-a's session frees its slot")
+	assert.Equal(t, plain.ID, activeID(t, s, "alice"), "and only its slot")
 }
 
 func testSessionConcurrentUpdates(t *testing.T, s session.Store) {

@@ -25,6 +25,8 @@ func TestSessionSuiteCatchesBrokenStores(t *testing.T) {
 		"check-then-act":     "OneActivePerUserUnderConcurrentCreators",
 		"lost-updates":       "ConcurrentUpdatesLoseNothing",
 		"close-keeps-slot":   "ClosingFreesTheSlot",
+		"slot-by-user":       "PrincipalsHaveSlotsOfTheirOwn",
+		"principal-changes":  "PrincipalsHaveSlotsOfTheirOwn",
 		"sweep-skips-active": "SweepDeletesExpired",
 		"sweep-strict":       "SweepDeletesExpired",
 		"visits-closed":      "SweepVisitsExpiredActive",
@@ -146,7 +148,7 @@ func (s *brokenSessionStore) writeUpdate(old session.Session, next *session.Sess
 		return err
 	case next == nil:
 		return nil
-	case next.ID != old.ID || next.UserID != old.UserID:
+	case next.ID != old.ID || next.UserID != old.UserID || next.Principal != old.Principal && s.bug != "principal-changes":
 		return fmt.Errorf("broken: %w", session.ErrConflict)
 	case old.Status != session.StatusActive && next.Status == session.StatusActive && s.bug != "reactivates":
 		return fmt.Errorf("broken: %w", session.ErrConflict)
@@ -168,10 +170,19 @@ func (s *brokenSessionStore) put(was session.Status, v session.Session) {
 	s.byID[v.ID] = v
 	switch {
 	case v.Status == session.StatusActive:
-		s.active[v.UserID] = v.ID
-	case was == session.StatusActive && s.active[v.UserID] == v.ID && s.bug != "close-keeps-slot":
-		delete(s.active, v.UserID)
+		s.active[s.slot(&v)] = v.ID
+	case was == session.StatusActive && s.active[s.slot(&v)] == v.ID && s.bug != "close-keeps-slot":
+		delete(s.active, s.slot(&v))
 	}
+}
+
+// slot is v's active slot; with the bug "slot-by-user" the principal
+// is left out of it.
+func (s *brokenSessionStore) slot(v *session.Session) string {
+	if s.bug == "slot-by-user" {
+		return v.UserID
+	}
+	return v.Slot()
 }
 
 func (s *brokenSessionStore) UpdateActiveSession(ctx context.Context, user string, fn func(*session.Session) (*session.Session, *session.Session, error)) error {
@@ -204,14 +215,14 @@ func (s *brokenSessionStore) UpdateActiveSession(ctx context.Context, user strin
 		return err
 	}
 	if upd != nil {
-		if old == nil || upd.ID != old.ID || upd.UserID != old.UserID {
+		if old == nil || upd.ID != old.ID || upd.UserID != old.UserID || upd.Principal != old.Principal {
 			return fmt.Errorf("broken: %w", session.ErrConflict)
 		}
 	}
 	if next != nil {
 		_, taken := s.byID[next.ID]
 		switch {
-		case next.ID == "" || taken || next.Status != session.StatusActive || next.UserID != user:
+		case next.ID == "" || taken || next.Status != session.StatusActive || s.slot(next) != user:
 			return fmt.Errorf("broken: %w", session.ErrConflict)
 		case old != nil && (upd == nil || upd.Status == session.StatusActive) && s.bug != "second-active" && s.bug != "check-then-act":
 			return fmt.Errorf("broken: %w", session.ErrConflict)
@@ -248,8 +259,8 @@ func (s *brokenSessionStore) DeleteExpiredSessions(ctx context.Context, now time
 			continue
 		}
 		delete(s.byID, id)
-		if s.active[v.UserID] == id {
-			delete(s.active, v.UserID)
+		if s.active[s.slot(&v)] == id {
+			delete(s.active, s.slot(&v))
 		}
 		n++
 		if v.Status == session.StatusActive || s.bug == "visits-closed" {
@@ -287,7 +298,7 @@ func (s *brokenSessionStore) CountActiveSessions(ctx context.Context) (int, erro
 	}
 	n := 0
 	for user, id := range s.active {
-		if v, ok := s.byID[id]; ok && v.Status == session.StatusActive && v.UserID == user {
+		if v, ok := s.byID[id]; ok && v.Status == session.StatusActive && s.slot(&v) == user {
 			n++
 		}
 	}
