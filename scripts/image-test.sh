@@ -51,7 +51,7 @@ awk '/^FROM /{stage=""} {stage=stage $0 "\n"} END{printf "%s", stage}' deploy/Do
   | sed 's/--from=build //' > "$work/Containerfile"
 grep -q '^FROM scratch' "$work/Containerfile" || fail "the Dockerfile's last stage is not FROM scratch"
 if grep -q -- '--from=' "$work/Containerfile"; then fail "the final stage copies from another stage than build"; fi
-podman build -q --format docker -f "$work/Containerfile" -t "$image" "$work/ctx" >/dev/null
+podman build -q --layers=false --format docker -f "$work/Containerfile" -t "$image" "$work/ctx" >/dev/null
 
 # The image's configuration.
 inspect() { podman image inspect --format "$1" "$image"; }
