@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -287,6 +288,9 @@ type Server struct {
 
 	idPrefix string
 	idSeq    atomic.Uint64
+
+	patternsMu sync.Mutex
+	patterns   []string // every pattern handle registered, in order
 }
 
 // Route labels of requests that matched no route pattern.
@@ -395,6 +399,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	s.idPrefix = hex.EncodeToString(b[:]) + "-"
 
 	s.routes(!o.NoMetricsRoute)
+	s.handle("GET /openapi.json", authNone, "", s.openAPI)
 	return s, nil
 }
 
@@ -509,6 +514,7 @@ func (s *Server) handle(pattern string, mode authMode, scope Scope, h func(w *re
 		}
 		h(rec, r)
 	})
+	s.addPattern(pattern) // once the mux took it: HandleFunc panics on a bad or conflicting pattern
 }
 
 // ServeHTTP serves one request: security headers and a request id on every
