@@ -231,6 +231,9 @@ func (s *Server) getDelegation(w *recorder, r *http.Request) {
 
 func (s *Server) cancelDelegation(w *recorder, r *http.Request) {
 	id, e := delegationID(r)
+	if e == nil {
+		e = s.noBody(w, r)
+	}
 	if e != nil {
 		s.fail(w, e)
 		return

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -54,6 +55,18 @@ func (s *Server) decodeBody(w *recorder, r *http.Request, dst any) *apiError {
 		return e
 	}
 	return decodeJSON(body, dst)
+}
+
+// noBody checks that a route taking no parameters in its body got none:
+// an empty body, or an empty JSON object ({}). Anything else — an unknown
+// field, a malformed body — is refused as decodeBody refuses it, rather
+// than ignored.
+func (s *Server) noBody(w *recorder, r *http.Request) *apiError {
+	body, e := readBody(w, r, s.maxBody)
+	if e != nil || len(bytes.TrimSpace(body)) == 0 {
+		return e
+	}
+	return decodeJSON(body, &struct{}{})
 }
 
 // link returns the Link header value pointing at path?q.
@@ -142,6 +155,10 @@ func (s *Server) healthDeep(w *recorder, r *http.Request) {
 }
 
 func (s *Server) reload(w *recorder, r *http.Request) {
+	if e := s.noBody(w, r); e != nil {
+		s.fail(w, e)
+		return
+	}
 	report, err := s.reloadFunc(r.Context())
 	if err != nil {
 		e := errorf(http.StatusUnprocessableEntity, CodeReloadFailed, "%s", err.Error())
@@ -278,6 +295,9 @@ func (s *Server) deleteAgent(w *recorder, r *http.Request) {
 
 func (s *Server) heartbeat(w *recorder, r *http.Request) {
 	name, e := agentName(r)
+	if e == nil {
+		e = s.noBody(w, r)
+	}
 	if e != nil {
 		s.fail(w, e)
 		return

@@ -103,6 +103,10 @@ func (s *Server) getSession(w *recorder, r *http.Request) {
 // resumeSession continues a session in a new active one (SPEC 5.6) and
 // returns the new session.
 func (s *Server) resumeSession(w *recorder, r *http.Request) {
+	if e := s.noBody(w, r); e != nil {
+		s.fail(w, e)
+		return
+	}
 	sess, ok := s.ownedSession(w, r)
 	if !ok {
 		return

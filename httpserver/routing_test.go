@@ -131,6 +131,13 @@ func TestRouteRequestAndSessions(t *testing.T) {
 	expectError(t, e.get("/v1/sessions/"+sid, readToken), http.StatusForbidden, "permission_denied")
 	require.Equal(t, http.StatusOK, e.get("/v1/sessions/"+sid, adminToken).Status)
 
+	// Resume takes no body fields; a stray one is refused, not ignored.
+	er = expectError(t, e.post("/v1/sessions/"+sid+"/resume", routeToken, map[string]any{"user_id": "u2"}), http.StatusBadRequest, "invalid_argument")
+	assert.Contains(t, er.Error, "user_id")
+	r = e.get("/v1/sessions/"+sid, routeToken)
+	r.JSON(t, &s)
+	assert.Equal(t, session.StatusActive, s.Status, "a refused resume does nothing")
+
 	// Resume: a new active session with the history; the prior completed.
 	r = e.post("/v1/sessions/"+sid+"/resume", routeToken, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)

@@ -15,7 +15,7 @@ var (
 	// ErrNotFound: no session with that id, or the user has no active
 	// session. An expired session is reported with [ErrExpired], which
 	// matches ErrNotFound too.
-	ErrNotFound = apierr.New(pkg, apierr.CodeNotFound, "not found")
+	ErrNotFound = apierr.New(pkg, apierr.CodeNotFound, "session not found")
 
 	// ErrExpired: the session's expiry has passed; it is gone and the sweep
 	// will delete it. errors.Is(err, ErrNotFound) holds for it as well, so

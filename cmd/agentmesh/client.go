@@ -82,7 +82,7 @@ func runClientCommand(ctx context.Context, cmd string, args []string, env func(s
 	case errors.As(err, &usage):
 		return usageError(stderr, usage.err)
 	case errors.As(err, &api):
-		fmt.Fprintf(stderr, "agentmesh: %s: %s\n", api.ErrorCode(), api.Error())
+		fmt.Fprintf(stderr, "agentmesh: %s: %s\n", api.ErrorCode(), withoutCode(api.Error(), api.ErrorCode()))
 		return 1
 	default:
 		fmt.Fprintln(stderr, "agentmesh:", err)
@@ -94,6 +94,16 @@ func runClientCommand(ctx context.Context, cmd string, args []string, env func(s
 type usageErr struct{ err error }
 
 func (u usageErr) Error() string { return u.err.Error() }
+
+// withoutCode returns msg without a lead that repeats code in words
+// ("not found: no agent named x" for not_found), which the CLI prints
+// before the message already.
+func withoutCode(msg, code string) string {
+	if rest, ok := strings.CutPrefix(msg, strings.ReplaceAll(code, "_", " ")+": "); ok {
+		return rest
+	}
+	return msg
+}
 
 func usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
 
@@ -128,6 +138,11 @@ func runAgents(ctx context.Context, args []string, env func(string) string, stdo
 		return usagef("agents needs a sub-command: list, get, register, rm, heartbeat or import")
 	}
 	sub, args := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: %s\n\nRun \"agentmesh agents SUB-COMMAND -h\" for the flags of one.\n", agentsSynopsis)
+		return nil
+	}
 	var server, label, file string
 	var limit int
 	f := clientFlags("agents "+sub, agentsSynopsis, &server, stderr)

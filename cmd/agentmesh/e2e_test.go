@@ -248,8 +248,16 @@ func TestE2ECommandLine(t *testing.T) {
 
 	r = runCLI(t, nil, "", "--help")
 	require.Equal(t, 0, r.code, "%s", r)
-	for _, cmd := range []string{"serve", "agents", "discover", "delegate", "version"} {
+	for _, cmd := range []string{"serve", "agents", "discover", "delegate", "version", "import", "eval discovery", "eval routing", "validate", "admin rekey"} {
 		assert.Contains(t, r.stdout, cmd, "top-level help lists %s", cmd)
+	}
+	// Every command answers -h with its usage, the agents group included.
+	for _, args := range [][]string{{"agents", "-h"}, {"agents", "--help"}, {"agents", "help"}} {
+		r := runCLI(t, nil, "", args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r)
+		for _, sub := range []string{"list", "get", "register", "rm", "heartbeat", "import"} {
+			assert.Contains(t, r.stdout, "agentmesh agents "+sub, "%v lists %s", args, sub)
+		}
 	}
 	// The bare command is the stdio MCP server: its flags, and serve's, are
 	// in the top-level help with their variables.
@@ -1114,7 +1122,7 @@ func TestE2EClientCommands(t *testing.T) {
 	assert.Equal(t, map[string]any{"echo": "Budget of Engineering?"}, d["result"])
 	r = cli("", "delegate", "nobody", "task")
 	assert.Equal(t, 1, r.code, "%s", r)
-	assert.Contains(t, r.stderr, "not_found")
+	assert.Equal(t, "agentmesh: not_found: no agent named \"nobody\" is registered\n", r.stderr, "the code once, then what is wrong")
 
 	r = cli("", "delegate", "--async", "--wait", "async-agent", "Quarterly report")
 	require.Equal(t, 0, r.code, "%s", r)

@@ -17,12 +17,13 @@ const usage = `agentmesh — agent discovery, delegation and routing
 Usage:
   agentmesh [flags]                 MCP server on stdio (store: --db / AGENTMESH_DB)
   agentmesh serve [flags]           HTTP control plane + MCP at /mcp + /health + /metrics
-  agentmesh agents list|get|register|rm|heartbeat ...
+  agentmesh agents list|get|register|rm|heartbeat|import ...
                                     client commands against --server (MESH_URL) with MESH_TOKEN
   agentmesh discover QUERY          client command: rank agents for a query
   agentmesh delegate AGENT TASK [--async] [--wait]
                                     client command: delegate a task
   agentmesh eval discovery ...      measure discovery quality on a corpus and queries
+  agentmesh eval routing ...        measure the routing classifier and gate on labelled utterances
   agentmesh validate DIR            check a YAML agent directory without a server
   agentmesh admin rekey [flags]     seal every agent credential in the store with the
                                     first key of --secret-key-file (server stopped for --db)
