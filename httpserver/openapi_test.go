@@ -574,6 +574,7 @@ func TestOpenAPIContract(t *testing.T) {
 	k.do(call{method: "GET", path: "/v1/agents/nobody", token: readToken, status: 404, code: "not_found"})
 	k.do(call{method: "GET", path: "/v1/agents/-bad", token: readToken, status: 400, code: "invalid_argument", invalid: "request"})
 	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: registerToken, status: 200})
+	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: registerToken, body: "{}", status: 200})
 	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: otherToken, status: 403, code: "permission_denied"})
 	k.do(call{method: "POST", path: "/v1/agents/nobody/heartbeat", token: registerToken, status: 404, code: "not_found"})
 
