@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/agentmesh/agentmesh/internal/jsonlimit"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes
@@ -41,7 +39,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -60,23 +60,40 @@ func tooLarge(limit int64) *apiError {
 // decodeJSON decodes body, which must hold exactly one JSON value of dst's
 // shape, into dst. Arrays and objects nested more than jsonlimit.MaxDepth
 // deep, unknown object keys (matched case-sensitively, see checkKeys),
-// duplicate keys, wrong types, malformed or trailing data and invalid
+// duplicate keys, lists and maps over their item limits, free-form values
+// over their budget, wrong types, malformed or trailing data and invalid
 // UTF-8 are refused with a 400 invalid_argument that names the field
 // where one is known. It never panics and every error it returns carries
-// a code. Its cost is linear in len(body): the depth is checked first, in
-// one pass that allocates nothing, so nothing after it recurses deeper.
+// a code. Its cost is linear in len(body): one pass checks the depth, the
+// keys and the limits, allocating nothing per struct field, and only then
+// does encoding/json decode, into at most as many items as the limits
+// allow.
 func decodeJSON(body []byte, dst any) *apiError {
-	if err := jsonlimit.CheckDepth(body, jsonlimit.MaxDepth); err != nil {
+	t := reflect.TypeOf(dst)
+	sc := scanBody(body, t)
+	switch {
+	case sc.deep:
 		return tooDeep()
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	case len(bytes.TrimSpace(body)) == 0:
 		return badRequest("a JSON request body is required")
-	}
-	if !utf8.Valid(body) {
+	case !utf8.Valid(body):
 		return badRequest("the request body is not valid UTF-8")
-	}
-	if e := checkKeys(body, reflect.TypeOf(dst)); e != nil {
-		return e
+	case sc.err != nil:
+		return sc.err
+	case sc.topMismatch && json.Valid(body):
+		// What the decoder would say, after reading all of body twice.
+		return badRequest("the request body must be %s, not %s", jsonKind(t), map[byte]string{'[': "array", '{': "object"}[bytes.TrimLeft(body, " \t\r\n")[0]])
+	case sc.end >= 0 && !sc.free:
+		// The whole value was read and its keys are known; with no
+		// free-form value, numbers need no json.Number, and Unmarshal
+		// decodes without the Decoder's growing copy of the body.
+		if err := json.Unmarshal(body[:sc.end], dst); err != nil {
+			return jsonError(err)
+		}
+		if len(bytes.TrimSpace(body[sc.end:])) > 0 {
+			return badRequest("unexpected data after the JSON value")
+		}
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -162,41 +179,58 @@ func (l *resourceList) UnmarshalJSON(b []byte) error {
 }
 
 func (l *resourceList) decode(b []byte, field string) error {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
+	var items []resourceItem
+	if err := json.Unmarshal(b, &items); err != nil {
 		return &fieldDecodeError{field, "must be an array of resource URIs or {\"uri\": …} objects"}
 	}
-	out := make([]string, 0, len(raw))
-	for i, e := range raw {
-		var s string
-		if json.Unmarshal(e, &s) == nil {
-			if s == "" {
-				return &fieldDecodeError{elem(field, i), "must not be empty"}
-			}
-			out = append(out, s)
-			continue
+	out := make([]string, 0, len(items))
+	for i, it := range items {
+		if it.msg != "" {
+			return &fieldDecodeError{elem(field, i) + it.sub, it.msg}
 		}
-		var obj struct {
-			URI         *string `json:"uri"`
-			Type        string  `json:"type"`
-			Description string  `json:"description"`
-			Access      string  `json:"access"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(e))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&obj); err != nil {
-			msg := "must be a string or an object {\"uri\": …}"
-			if name, ok := unknownField(err); ok {
-				msg = "unknown field " + strconv.Quote(name)
-			}
-			return &fieldDecodeError{elem(field, i), msg}
-		}
-		if obj.URI == nil || *obj.URI == "" {
-			return &fieldDecodeError{elem(field, i) + ".uri", "is required"}
-		}
-		out = append(out, *obj.URI)
+		out = append(out, it.uri)
 	}
 	*l = out
+	return nil
+}
+
+// resourceItem is an element of a resourceList: its URI, or what is wrong
+// with it (msg, about the element's sub-field sub). Decoding one never
+// fails, so that the list can name the element at fault; each element's
+// bytes are decoded once.
+type resourceItem struct {
+	uri, sub, msg string
+}
+
+func (it *resourceItem) UnmarshalJSON(b []byte) error {
+	const shape = "must be a string or an object {\"uri\": …}"
+	if b[0] == '"' { // encoding/json passes a valid, whole value
+		if json.Unmarshal(b, &it.uri) != nil {
+			it.msg = shape
+		} else if it.uri == "" {
+			it.msg = "must not be empty"
+		}
+		return nil
+	}
+	var obj struct {
+		URI         *string `json:"uri"`
+		Type        string  `json:"type"`
+		Description string  `json:"description"`
+		Access      string  `json:"access"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	switch err := dec.Decode(&obj); {
+	case err != nil:
+		it.msg = shape
+		if name, ok := unknownField(err); ok {
+			it.msg = "unknown field " + strconv.Quote(name)
+		}
+	case obj.URI == nil || *obj.URI == "":
+		it.sub, it.msg = ".uri", "is required"
+	default:
+		it.uri = *obj.URI
+	}
 	return nil
 }
 

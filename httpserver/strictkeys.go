@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/agentmesh/agentmesh/internal/jsonlimit"
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 // checkKeys walks the JSON value in body alongside the Go type t and
@@ -17,49 +18,147 @@ import (
 // silently set endpoint, and {"endpoint": a, "endpoint": b} would store b
 // past any check of a: a typo must not silently become a default.
 //
+// It also bounds what the decoder will build: a list or map field with a
+// limit in itemLimits that holds more items, and free-form values (of
+// interface type, or maps and slices of them, such as a delegation's
+// context) holding more than maxFreeFormValues values between them, are
+// refused naming the field. And it checks the nesting of all of body
+// against [jsonlimit.MaxDepth], ahead of any other refusal.
+//
 // Values of types that decode themselves (json.Unmarshaler, such as
 // json.RawMessage) and of interface types are only checked for duplicate
 // keys. A value whose JSON kind does not fit its type, and malformed
-// JSON, are left for the decoder to report precisely: checkKeys then
-// stops and returns nil.
+// JSON, are left for the decoder to report precisely: the key checks then
+// stop there, and the depth check reads on to the end.
 //
-// body must be valid UTF-8 (decodeJSON checks it first): keys are
-// compared, and named in errors, as their bytes. It reads body once, in
-// place: its cost is linear in len(body), with an
-// allocation per key of a map or free-form object (for the duplicate
-// check) and none for a struct's fields. The caller has bounded the
-// nesting ([jsonlimit.CheckDepth]; checkKeys refuses a deeper body too,
-// should one reach it), and the path naming a field is built only for the
+// Keys are compared, and named in errors, as their bytes: a caller that
+// needs valid UTF-8 checks it (decodeJSON does). It reads body once, in
+// place, with nothing kept per level but a path segment and nothing
+// allocated per struct field: its cost is linear in len(body). Map keys
+// are kept for the duplicate check, which the item limits and the
+// free-form budget bound; the path naming a field is built only for the
 // error that names it.
 func checkKeys(body []byte, t reflect.Type) *apiError {
-	k := keyScanner{data: body}
-	e, _ := k.value(t)
-	return e
+	sc := scanBody(body, t)
+	if sc.deep {
+		return tooDeep()
+	}
+	return sc.err
+}
+
+// scan is what scanBody found in a body.
+type scan struct {
+	deep bool      // it nests more than jsonlimit.MaxDepth deep somewhere
+	err  *apiError // the first other refusal
+	// end is the length of the first value when the walk read all of it
+	// with no refusal, else -1.
+	end int
+	// free is whether that value holds a free-form value.
+	free bool
+	// topMismatch is whether the walk stopped at once, at a top-level
+	// array or object that does not fit the type.
+	topMismatch bool
+}
+
+// scanBody is checkKeys with its findings apart, for decodeJSON to rank
+// the depth refusal first and to choose how to decode.
+func scanBody(body []byte, t reflect.Type) scan {
+	k := keyScanner{data: body, freeRoot: -1, freeLeft: maxFreeFormValues}
+	_, e, ok := k.value(t)
+	out := scan{err: e, end: -1, free: k.freeSeen}
+	if ok {
+		out.end = k.pos
+	} else if e == nil && len(k.path) == 0 && k.pos < len(body) && (body[k.pos] == '[' || body[k.pos] == '{') {
+		out.topMismatch = true
+	}
+	// Where the walk stopped (at the end of the value, at a refusal, or
+	// at something for the decoder to report), len(k.path) levels are
+	// open: the depth check reads on from there.
+	if jsonlimit.CheckDepthFrom(body, k.pos, len(k.path), jsonlimit.MaxDepth) != nil {
+		out.deep, out.err = true, nil
+	}
+	return out
+}
+
+// maxFreeFormValues is the most values (objects, arrays and scalars,
+// nested ones included) the free-form parts of one request body may hold
+// between them: decoding each into an interface costs an allocation or
+// more, so this bounds the time and memory a body's free-form values
+// cost. The context of a delegation and the metadata of a routed request
+// carry a few ids and flags; this leaves them ample room.
+const maxFreeFormValues = 10000
+
+// itemLimits are the most items the list and map fields of request bodies
+// may hold, by struct type and JSON name: the agent record's limits, and
+// the same for the labels and resources a discovery or a delegation asks
+// for (no agent holds more, so no more could match). checkKeys refuses a
+// body over one before anything decodes the items.
+var itemLimits = map[reflect.Type]map[string]int{
+	agentType: agentItemLimits(),
+	reflect.TypeFor[discoverBody](): {
+		"labels":            registry.MaxLabels,
+		"requiredResources": registry.MaxResources,
+		"resources":         registry.MaxResources,
+	},
+	reflect.TypeFor[delegateBody](): {"resources": registry.MaxResources},
+}
+
+var agentType = reflect.TypeFor[registry.Agent]()
+
+func agentItemLimits() map[string]int {
+	m := map[string]int{}
+	for name := range jsonFields(agentType) {
+		if max, ok := registry.MaxItems(name); ok {
+			m[name] = max
+		}
+	}
+	return m
+}
+
+// tooMany is the refusal of the field at the path name, of a value of
+// struct type t whose field key holds n items, over its limit max.
+func tooMany(t reflect.Type, name, key string, max, n int) *apiError {
+	if t == agentType {
+		return describe(registry.TooManyItems(key, n)) // as Validate words it
+	}
+	return fieldError(name, "invalid %s: must have at most %d items, got %d", name, max, n)
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 // keyScanner is the state of one checkKeys pass: the body, the offset
-// read up to, and the path to the value being read, one segment per
-// level.
+// read up to, the path to the value being read, one segment per level,
+// and the free-form budget: the path length of the free-form value being
+// read (-1: none) and the values left.
 type keyScanner struct {
-	data []byte
-	pos  int
-	path []pathSeg
+	data     []byte
+	pos      int
+	path     []pathSeg
+	freeRoot int
+	freeLeft int
+	freeSeen bool // a free-form value was read
+	// limit is the item limit of the array or object value reads next
+	// (0: none); counting is how many of the open ones are past theirs:
+	// their remaining items are only counted, not checked or kept.
+	limit    int
+	counting int
 }
 
 // pathSeg is one level of a path: an object key, or an array index when
 // isKey is false.
 type pathSeg struct {
-	key   string
+	key   []byte
 	isKey bool
 	index int
 }
 
 // name renders the path ("agents[2].labels.x"), for an error message.
-func (k *keyScanner) name() string {
+func (k *keyScanner) name() string { return k.nameTo(len(k.path)) }
+
+// nameTo renders the first n segments of the path.
+func (k *keyScanner) nameTo(n int) string {
 	var b strings.Builder
-	for i, s := range k.path {
+	for i, s := range k.path[:n] {
 		if !s.isKey {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(s.index))
@@ -69,7 +168,7 @@ func (k *keyScanner) name() string {
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(s.key)
+		b.Write(s.key)
 	}
 	return b.String()
 }
@@ -81,6 +180,18 @@ func fits(k reflect.Kind, c byte) bool {
 		return k == reflect.Struct || k == reflect.Map
 	}
 	return k == reflect.Slice || k == reflect.Array
+}
+
+// freeForm reports whether values of t are decoded into interfaces: an
+// interface, or a map or slice of them.
+func freeForm(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Map, reflect.Slice, reflect.Array:
+		return t.Elem().Kind() == reflect.Interface
+	}
+	return false
 }
 
 // tooDeep is the error of a body nested deeper than jsonlimit.MaxDepth.
@@ -120,12 +231,31 @@ func (k *keyScanner) str() (raw []byte, escaped, ok bool) {
 }
 
 // value checks the value at k.pos, of Go type t (nil: opaque, duplicate
-// keys only). It returns the refusal, if any, and ok false when checkKeys
-// must stop: after a refusal, at malformed JSON, or at a value whose kind
+// keys only). It returns the number of items of an array or object (0
+// for a scalar), the refusal, if any, and ok false when checkKeys must
+// stop: after a refusal, at malformed JSON, or at a value whose kind
 // does not fit t.
-func (k *keyScanner) value(t reflect.Type) (*apiError, bool) {
+func (k *keyScanner) value(t reflect.Type) (n int, e *apiError, ok bool) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t != nil && k.freeRoot < 0 && freeForm(t) {
+		k.freeRoot, k.freeSeen = len(k.path), true
+		n, e, ok = k.anyValue(t)
+		k.freeRoot = -1
+		return n, e, ok
+	}
+	return k.anyValue(t)
+}
+
+func (k *keyScanner) anyValue(t reflect.Type) (int, *apiError, bool) {
+	limit := k.limit
+	k.limit = 0
+	if k.freeRoot >= 0 && k.counting == 0 {
+		if k.freeLeft--; k.freeLeft < 0 {
+			name := k.nameTo(k.freeRoot)
+			return 0, fieldError(name, "invalid %s: the free-form values of a request may hold at most %d values (objects, arrays and scalars, nested ones included)", name, maxFreeFormValues), false
+		}
 	}
 	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
 		t = nil // opaque: check duplicates only
@@ -133,92 +263,113 @@ func (k *keyScanner) value(t reflect.Type) (*apiError, bool) {
 	switch c := k.skipSpace(); c {
 	case '{', '[':
 		if len(k.path) >= jsonlimit.MaxDepth {
-			return tooDeep(), false
+			return 0, tooDeep(), false
 		}
 		if t != nil && !fits(t.Kind(), c) {
-			return nil, false // a type error, for the decoder to name
+			return 0, nil, false // a type error, for the decoder to name
 		}
 		k.pos++
 		if c == '{' {
-			return k.object(t)
+			return k.object(t, limit)
 		}
-		return k.array(t)
+		return k.array(t, limit)
 	case '"':
 		_, _, ok := k.str()
-		return nil, ok
-	case 0, ',', ':', ']', '}':
-		return nil, false // malformed
+		return 0, nil, ok
 	}
-	// A number, true, false or null: the decoder validates it.
+	// A number, true, false or null: the decoder validates it. Anything
+	// else ends it, and is malformed where no delimiter follows.
+	start := k.pos
 	for ; k.pos < len(k.data); k.pos++ {
-		switch k.data[k.pos] {
-		case ',', ']', '}', ' ', '\t', '\n', '\r':
-			return nil, true
+		switch c := k.data[k.pos]; {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-', c == '+', c == '.':
+		default:
+			return 0, nil, k.pos > start
 		}
 	}
-	return nil, true
+	return 0, nil, k.pos > start
 }
 
 // object checks the members of an object of type t (a struct, a map, or
-// nil), k.pos just past its '{'.
-func (k *keyScanner) object(t reflect.Type) (*apiError, bool) {
-	var fields map[string]reflect.Type
-	var elem reflect.Type
+// nil), k.pos just past its '{', and returns their number. Past max
+// members (0: no limit), the rest are only counted.
+func (k *keyScanner) object(t reflect.Type, max int) (int, *apiError, bool) {
+	var (
+		fields map[string]jsonField
+		limits map[string]int
+		elem   reflect.Type
+		seen   fieldSet
+		keys   map[string]struct{}
+	)
 	if t != nil {
 		if t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
+			fields, limits = jsonFields(t), itemLimits[t]
 		} else {
 			elem = t.Elem()
 		}
 	}
-	var seen map[string]struct{}
 	k.path = append(k.path, pathSeg{isKey: true})
 	top := len(k.path) - 1
 	if k.skipSpace() == '}' {
 		k.pos++
 		k.path = k.path[:top]
-		return nil, true
+		return 0, nil, true
 	}
-	for {
+	for n := 1; ; n++ {
+		if max > 0 && n == max+1 {
+			k.counting++ // the rest is only counted
+		}
 		if k.skipSpace() != '"' {
-			return nil, false
+			return 0, nil, false
 		}
-		raw, escaped, ok := k.str()
+		key, escaped, ok := k.str()
 		if !ok {
-			return nil, false
+			return 0, nil, false
 		}
-		var key string
 		if escaped {
-			if json.Unmarshal(k.data[k.pos-len(raw)-2:k.pos], &key) != nil {
-				return nil, false
+			var s string
+			if json.Unmarshal(k.data[k.pos-len(key)-2:k.pos], &s) != nil {
+				return 0, nil, false
 			}
-		} else {
-			key = string(raw)
+			key = []byte(s)
 		}
 		k.path[top].key = key
-		if seen == nil {
-			seen = map[string]struct{}{}
-		}
-		if _, dup := seen[key]; dup {
-			name := k.name()
-			return fieldError(name, "field %q is given twice", name), false
-		}
-		seen[key] = struct{}{}
 		next := elem
-		if fields != nil {
-			ft, ok := fields[key]
+		switch {
+		case k.counting > 0:
+			fields, elem, next = nil, nil, nil
+		case fields != nil:
+			f, ok := fields[string(key)]
 			if !ok {
 				name := k.name()
-				return fieldError(name, "unknown field %q (field names are case-sensitive)", name), false
+				return 0, fieldError(name, "unknown field %q (field names are case-sensitive)", name), false
 			}
-			next = ft
+			if !seen.add(f.index) {
+				name := k.name()
+				return 0, fieldError(name, "field %q is given twice", name), false
+			}
+			next = f.typ
+		default:
+			if _, dup := keys[string(key)]; dup {
+				name := k.name()
+				return 0, fieldError(name, "field %q is given twice", name), false
+			}
+			if keys == nil {
+				keys = map[string]struct{}{}
+			}
+			keys[string(key)] = struct{}{}
 		}
 		if k.skipSpace() != ':' {
-			return nil, false
+			return 0, nil, false
 		}
 		k.pos++
-		if e, ok := k.value(next); !ok {
-			return e, false
+		k.limit = limits[string(key)]
+		items, e, ok := k.value(next)
+		if !ok {
+			return 0, e, false
+		}
+		if max, ok := limits[string(key)]; ok && items > max {
+			return 0, tooMany(t, k.name(), string(key), max, items), false
 		}
 		switch k.skipSpace() {
 		case ',':
@@ -226,16 +377,20 @@ func (k *keyScanner) object(t reflect.Type) (*apiError, bool) {
 		case '}':
 			k.pos++
 			k.path = k.path[:top]
-			return nil, true
+			if max > 0 && n > max {
+				k.counting--
+			}
+			return n, nil, true
 		default:
-			return nil, false
+			return 0, nil, false
 		}
 	}
 }
 
 // array checks the elements of an array of type t (a slice, an array, or
-// nil), k.pos just past its '['.
-func (k *keyScanner) array(t reflect.Type) (*apiError, bool) {
+// nil), k.pos just past its '[', and returns their number. Past max
+// elements (0: no limit), the rest are only counted.
+func (k *keyScanner) array(t reflect.Type, max int) (int, *apiError, bool) {
 	var elem reflect.Type
 	if t != nil {
 		elem = t.Elem()
@@ -245,12 +400,16 @@ func (k *keyScanner) array(t reflect.Type) (*apiError, bool) {
 	if k.skipSpace() == ']' {
 		k.pos++
 		k.path = k.path[:top]
-		return nil, true
+		return 0, nil, true
 	}
 	for i := 0; ; i++ {
+		if max > 0 && i == max {
+			k.counting++ // the rest is only counted
+			elem = nil
+		}
 		k.path[top].index = i
-		if e, ok := k.value(elem); !ok {
-			return e, false
+		if _, e, ok := k.value(elem); !ok {
+			return 0, e, false
 		}
 		switch k.skipSpace() {
 		case ',':
@@ -258,24 +417,66 @@ func (k *keyScanner) array(t reflect.Type) (*apiError, bool) {
 		case ']':
 			k.pos++
 			k.path = k.path[:top]
-			return nil, true
+			if max > 0 && i+1 > max {
+				k.counting--
+			}
+			return i + 1, nil, true
 		default:
-			return nil, false
+			return 0, nil, false
 		}
 	}
 }
 
-// fieldCache maps a struct type to its JSON field names and types.
-var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+// fieldSet is a set of a struct's field indexes, for the duplicate-key
+// check: a bit each for the first 64, a map past them.
+type fieldSet struct {
+	bits uint64
+	more map[int]struct{}
+}
+
+// add adds i and reports whether it was not in s.
+func (s *fieldSet) add(i int) bool {
+	if i < 64 {
+		had := s.bits&(1<<i) != 0
+		s.bits |= 1 << i
+		return !had
+	}
+	if _, had := s.more[i]; had {
+		return false
+	}
+	if s.more == nil {
+		s.more = map[int]struct{}{}
+	}
+	s.more[i] = struct{}{}
+	return true
+}
+
+// jsonField is a struct field as encoding/json names it: its type, and
+// an index unique among the struct's JSON names.
+type jsonField struct {
+	typ   reflect.Type
+	index int
+}
+
+// fieldCache maps a struct type to its JSON fields.
+var fieldCache sync.Map // reflect.Type → map[string]jsonField
 
 // jsonFields returns the JSON names of t's fields as encoding/json sees
 // them: the json tag name, else the Go name; "-" skipped; embedded structs
 // without a tag flattened.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
+func jsonFields(t reflect.Type) map[string]jsonField {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
+		return m.(map[string]jsonField)
 	}
-	m := map[string]reflect.Type{}
+	m := map[string]jsonField{}
+	addFields(t, m)
+	fieldCache.Store(t, m)
+	return m
+}
+
+// addFields adds the JSON fields of t to m, numbered from len(m), keeping
+// a name m has.
+func addFields(t reflect.Type, m map[string]jsonField) {
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
 		if tag == "-" {
@@ -288,11 +489,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					if _, dup := m[k]; !dup {
-						m[k] = v
-					}
-				}
+				addFields(ft, m)
 				continue
 			}
 		}
@@ -302,8 +499,8 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		m[name] = ft
+		if _, dup := m[name]; !dup {
+			m[name] = jsonField{typ: ft, index: len(m)}
+		}
 	}
-	fieldCache.Store(t, m)
-	return m
 }

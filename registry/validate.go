@@ -48,6 +48,40 @@ var reservedHeaders = map[string]bool{
 	"x-mesh-delegation-id": true, "traceparent": true, "tracestate": true,
 }
 
+// MaxItems returns the most items the list or map field of the agent
+// record whose JSON name is field may hold (SPEC section 1), and false for
+// a field without such a limit. A decoder may refuse a record over one
+// with [TooManyItems] before it decodes the items.
+func MaxItems(field string) (int, bool) {
+	switch field {
+	case "capabilities":
+		return MaxCapabilities, true
+	case "examples":
+		return MaxExamples, true
+	case "resources":
+		return MaxResources, true
+	case "labels":
+		return MaxLabels, true
+	}
+	return 0, false
+}
+
+// TooManyItems is the error [Agent.Validate] returns for the field
+// (named as by [MaxItems]) holding n items, more than its limit: a
+// *[FieldError] of kind [ErrInvalid].
+func TooManyItems(field string, n int) error {
+	return tooMany(field, n)
+}
+
+func tooMany(field string, n int) *FieldError {
+	max, _ := MaxItems(field)
+	unit := "items"
+	if field == "labels" {
+		unit = "entries"
+	}
+	return invalid(field, "must have at most %d %s, got %d", max, unit, n)
+}
+
 // ValidName reports whether name is a valid agent name.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
@@ -114,19 +148,19 @@ func (a *Agent) Validate(p *netguard.Policy) error {
 		add(invalid("description", "may be empty only when capabilities are given"))
 	}
 	if len(a.Capabilities) > MaxCapabilities {
-		add(invalid("capabilities", "must have at most %d items, got %d", MaxCapabilities, len(a.Capabilities)))
+		add(tooMany("capabilities", len(a.Capabilities)))
 	}
 	for i, c := range a.Capabilities {
 		text(fmt.Sprintf("capabilities[%d]", i), c, MaxCapabilityLen, true)
 	}
 	if len(a.Examples) > MaxExamples {
-		add(invalid("examples", "must have at most %d items, got %d", MaxExamples, len(a.Examples)))
+		add(tooMany("examples", len(a.Examples)))
 	}
 	for i, e := range a.Examples {
 		text(fmt.Sprintf("examples[%d]", i), e, MaxExampleLen, true)
 	}
 	if len(a.Resources) > MaxResources {
-		add(invalid("resources", "must have at most %d items, got %d", MaxResources, len(a.Resources)))
+		add(tooMany("resources", len(a.Resources)))
 	}
 	for i, r := range a.Resources {
 		field := fmt.Sprintf("resources[%d]", i)
@@ -155,7 +189,7 @@ func (a *Agent) Validate(p *netguard.Policy) error {
 	}
 	text("clarificationContext", a.ClarificationContext, MaxClarificationContextLen, false)
 	if len(a.Labels) > MaxLabels {
-		add(invalid("labels", "must have at most %d entries, got %d", MaxLabels, len(a.Labels)))
+		add(tooMany("labels", len(a.Labels)))
 	}
 	for _, k := range sortedKeys(a.Labels) {
 		if !labelKeyRE.MatchString(k) {

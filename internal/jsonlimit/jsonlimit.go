@@ -51,11 +51,19 @@ func (e *DepthError) Is(target error) bool { return target == ErrTooDeep }
 // the decoder's, so a decoder never goes past max levels in a body that
 // CheckDepth accepted.
 func CheckDepth(data []byte, max int) error {
+	return CheckDepthFrom(data, 0, 0, max)
+}
+
+// CheckDepthFrom is [CheckDepth] of data resumed at byte from, outside
+// any string, with depth arrays and objects open there: for a parser that
+// read data up to from and stopped (at an error, or at the end of the
+// first value), so that together they check the depth of all of data in
+// one pass. The offset of a [*DepthError] is in data.
+func CheckDepthFrom(data []byte, from, depth, max int) error {
 	if max <= 0 {
 		max = MaxDepth
 	}
-	depth := 0
-	for i := 0; i < len(data); i++ {
+	for i := from; i < len(data); i++ {
 		switch data[i] {
 		case '[', '{':
 			depth++

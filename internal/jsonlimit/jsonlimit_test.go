@@ -146,3 +146,48 @@ func TestHandler(t *testing.T) {
 type errorReader struct{}
 
 func (errorReader) Read([]byte) (int, error) { return 0, errors.New("boom") }
+
+// TestCheckDepthFrom: resumed at any byte outside a string with the
+// depth open there, after a prefix within the limit, CheckDepthFrom
+// finds what CheckDepth finds.
+func TestCheckDepthFrom(t *testing.T) {
+	for _, in := range []string{`{"a":[[1,"[["],{"b":[[]]}]}`, `[[[` + `"]]]"` + `[[]]]]]`, `[] [[[[]]]]`} {
+		for lim := 1; lim < 6; lim++ {
+			want := CheckDepth([]byte(in), lim)
+			depth, peak := 0, 0 // peak: the deepest of the prefix read
+			for from := 0; from <= len(in); from++ {
+				if from > 0 && !inString([]byte(in), from-1) {
+					switch in[from-1] {
+					case '[', '{':
+						depth++
+						peak = max(peak, depth)
+					case ']', '}':
+						depth = max(depth-1, 0)
+					}
+				}
+				if inString([]byte(in), from) || peak > lim {
+					continue
+				}
+				got := CheckDepthFrom([]byte(in), from, depth, lim)
+				if (got == nil) != (want == nil) {
+					t.Errorf("%q max %d from %d: %v, CheckDepth %v", in, lim, from, got, want)
+				}
+			}
+		}
+	}
+}
+
+// inString reports whether data[from] is inside a string (or its closing
+// quote).
+func inString(data []byte, from int) bool {
+	in := false
+	for i := 0; i < from; i++ {
+		switch {
+		case in && data[i] == '\\':
+			i++
+		case data[i] == '"':
+			in = !in
+		}
+	}
+	return in
+}
