@@ -26,17 +26,18 @@ func (s *Server) record(e audit.Entry) {
 
 // auditOutcome records what a request did to target: success when e is
 // nil, else the outcome and code of e (denied for a 4xx, failure for a
-// 5xx). The actor is the request's token.
+// 5xx). The actor is the request's token, with its principal.
 func (s *Server) auditOutcome(w *recorder, action, target string, e *apiError, details map[string]string) {
 	if s.audit == nil {
 		return
 	}
 	entry := audit.Entry{
-		Actor:   w.identity.Name,
-		Action:  action,
-		Target:  truncate(target, 128),
-		Outcome: audit.OutcomeSuccess,
-		Details: details,
+		Actor:     w.identity.Name,
+		Principal: w.identity.Principal,
+		Action:    action,
+		Target:    truncate(target, 128),
+		Outcome:   audit.OutcomeSuccess,
+		Details:   details,
 	}
 	if e != nil {
 		entry.Outcome, entry.Code = audit.OutcomeDenied, e.code
@@ -52,10 +53,10 @@ func (s *Server) auditOutcome(w *recorder, action, target string, e *apiError, d
 }
 
 // auditAuthFailure records a refused authentication or authorisation.
-// actor is the token's name when the token was valid but lacked the
-// scope, else empty. Repeated failures (same client, token, route, code
+// id is the token's identity when the token was valid but lacked the
+// scope, else the zero Identity. Repeated failures (same client, token, route, code
 // and reason) are counted into one entry a minute: see authAuditor.
-func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, reason string) {
+func (s *Server) auditAuthFailure(w *recorder, r *http.Request, id Identity, code, reason string) {
 	if s.audit == nil {
 		return
 	}
@@ -63,7 +64,7 @@ func (s *Server) auditAuthFailure(w *recorder, r *http.Request, actor, code, rea
 	if route == "" || route == routeUnmatched {
 		route = r.Method + " " + truncate(r.URL.Path, 128)
 	}
-	s.authAudit.failure(authKey{actor: actor, client: w.clientAddr(r), code: code, reason: reason, route: route}, w.id)
+	s.authAudit.failure(authKey{actor: id.Name, principal: id.Principal, client: w.clientAddr(r), code: code, reason: reason, route: route}, w.id)
 }
 
 // listAudit serves GET /v1/audit?limit&since&cursor (scope admin): audit

@@ -24,7 +24,7 @@ const OtherClients = "other"
 
 // authKey is what makes two failed authentications the same one.
 type authKey struct {
-	actor, client, code, reason, route string
+	actor, principal, client, code, reason, route string
 }
 
 // authCount counts the failures of one key after the first, which was
@@ -166,12 +166,13 @@ func authEntry(k authKey, t time.Time, n int) audit.Entry {
 		d["route"] = k.route
 	}
 	return audit.Entry{
-		Time:    t,
-		Actor:   k.actor,
-		Action:  audit.ActionAuthFailure,
-		Outcome: audit.OutcomeDenied,
-		Code:    k.code,
-		Details: d,
+		Time:      t,
+		Actor:     k.actor,
+		Principal: k.principal,
+		Action:    audit.ActionAuthFailure,
+		Outcome:   audit.OutcomeDenied,
+		Code:      k.code,
+		Details:   d,
 	}
 }
 

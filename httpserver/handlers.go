@@ -163,7 +163,7 @@ func (s *Server) reload(w *recorder, r *http.Request) {
 	if err != nil {
 		e := errorf(http.StatusUnprocessableEntity, CodeReloadFailed, "%s", err.Error())
 		e.details = report
-		s.record(audit.Entry{Actor: w.identity.Name, Action: audit.ActionReload, Outcome: audit.OutcomeFailure, Code: CodeReloadFailed,
+		s.record(audit.Entry{Actor: w.identity.Name, Principal: w.identity.Principal, Action: audit.ActionReload, Outcome: audit.OutcomeFailure, Code: CodeReloadFailed,
 			Details: map[string]string{"error": truncate(err.Error(), 512), "request_id": w.id}})
 		s.fail(w, e)
 		return

@@ -112,7 +112,7 @@ func (s *Server) guardMetrics(token string, h http.Handler) http.Handler {
 		if !id.Has(ScopeAdmin) {
 			const msg = "the metrics need the metrics token or a token with the admin scope"
 			if rec != nil {
-				s.auditAuthFailure(rec, r, id.Name, CodePermissionDenied, "missing scope admin")
+				s.auditAuthFailure(rec, r, id, CodePermissionDenied, "missing scope admin")
 				writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied, msg))
 				return
 			}

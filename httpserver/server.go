@@ -619,7 +619,7 @@ func (s *Server) authorize(rec *recorder, r *http.Request, scope Scope) bool {
 		}
 	}
 	if scope != "" && !id.Has(scope) {
-		s.auditAuthFailure(rec, r, id.Name, CodePermissionDenied, "missing scope "+string(scope))
+		s.auditAuthFailure(rec, r, id, CodePermissionDenied, "missing scope "+string(scope))
 		writeError(rec, errorf(http.StatusForbidden, CodePermissionDenied,
 			"the token %q lacks the scope %q this route needs", id.Name, scope))
 		return false
@@ -646,7 +646,7 @@ func (s *Server) authenticate(rec *recorder, r *http.Request) (Identity, bool) {
 		}
 	}
 	reason, _, _ := strings.Cut(msg, ":")
-	s.auditAuthFailure(rec, r, "", apierr.CodeUnauthenticated, reason)
+	s.auditAuthFailure(rec, r, Identity{}, apierr.CodeUnauthenticated, reason)
 	rec.Header().Set("WWW-Authenticate", `Bearer realm="agentmesh"`)
 	writeError(rec, errorf(http.StatusUnauthorized, apierr.CodeUnauthenticated, "%s", msg))
 	return Identity{}, false
