@@ -118,7 +118,16 @@ func TestE2ESlowClientFlood(t *testing.T) {
 		}
 	})
 	opened := time.Since(start)
-	time.Sleep(time.Second) // the flood holds its connections
+	// The flood holds its connections for a second, and until at least
+	// five probes have answered during it (a loaded machine probes slowly).
+	for held := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(latencies) + len(failures)
+		mu.Unlock()
+		if time.Since(held) >= time.Second && n >= 5 || time.Since(held) > 30*time.Second {
+			break
+		}
+	}
 	close(stop)
 	<-probing
 	held := serverFDs(t, pid) - base
