@@ -724,15 +724,13 @@ func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
 		return Record{}, ErrClosed
 	}
 	defer c.leave()
-	if principal.Filter(ctx) != "" {
-		// Only the record's principal may cancel it.
-		if _, err := c.Get(ctx, id); err != nil {
-			return Record{}, err
-		}
-	}
 
 	c.liveMu.Lock()
 	f := c.live[id]
+	if f != nil && !principal.Allowed(ctx, f.rec.Principal) {
+		c.liveMu.Unlock()
+		return Record{}, notFound(id) // its existence is not revealed
+	}
 	if f != nil && !f.rec.Status.Final() && f.cancel != nil {
 		f.cancel(errCanceled)
 		done := f.done
@@ -761,11 +759,13 @@ func (c *Client) Cancel(ctx context.Context, id string) (Record, error) {
 }
 
 // cancelStored cancels an accepted record in the store and stops its
-// in-process handler, if any.
+// in-process handler, if any. Another principal's record is not found.
 func (c *Client) cancelStored(ctx context.Context, id string) (Record, error) {
 	now := c.now()
 	rec, err := c.update(ctx, id, func(cur *Record) (*Record, error) {
 		switch {
+		case !principal.Allowed(ctx, cur.Principal):
+			return nil, notFound(id) // its existence is not revealed
 		case cur.Status.Final():
 			return nil, apierr.Errorf(ErrFinal, "delegation %s is %s", id, cur.Status)
 		case cur.Status != StatusAccepted:
@@ -821,7 +821,7 @@ func (c *Client) change(ctx context.Context, id string, fn func(cur *Record) (*R
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return Record{}, false, apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
+			return Record{}, false, notFound(id)
 		}
 		return Record{}, false, err
 	}

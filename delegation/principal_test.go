@@ -98,3 +98,35 @@ func apiMessage(err error, id string) string {
 	_, msg, _ := apierr.Describe(err)
 	return strings.ReplaceAll(msg, id, "{id}")
 }
+
+// A delegation running in this client (a sync one, in flight) is
+// cancelled only by its principal: another is told it does not exist and
+// the call goes on.
+func TestRunningDelegationCancelledOnlyByItsPrincipal(t *testing.T) {
+	e := newEnv(t, nil)
+	started := make(chan string, 1)
+	e.agentServer("hang", func(w http.ResponseWriter, r *http.Request) {
+		started <- readTask(t, r).DelegationID
+		<-r.Context().Done()
+	})
+	a := asPrincipal("team-a", false)
+	done := make(chan delegation.Record, 1)
+	go func() {
+		rec, err := e.c.Delegate(a, delegation.Request{Target: "hang", Task: "long sync job"})
+		assert.NoError(t, err)
+		done <- rec
+	}()
+	id := <-started
+
+	_, err := e.c.Cancel(asPrincipal("team-b", false), id)
+	require.ErrorIs(t, err, delegation.ErrNotFound)
+	select {
+	case rec := <-done:
+		t.Fatalf("team-b's cancel ended the delegation: %+v", rec)
+	case <-time.After(50 * time.Millisecond):
+	}
+	got, err := e.c.Cancel(a, id)
+	require.NoError(t, err)
+	assert.Equal(t, delegation.StatusCanceled, got.Status)
+	assert.Equal(t, delegation.StatusCanceled, (<-done).Status)
+}
