@@ -87,8 +87,9 @@
 // OpDiscover, OpReadTasks (GetTask, ListTasks) or OpCancelTask — with the
 // request's context, and [RequiredScope] maps them to the HTTP API's
 // scopes (read for discovery and reading, delegate for delegating and
-// cancelling). Options.Caller names the caller: a task belongs to the
-// caller that created it, and other callers get "task not found".
+// cancelling). A task belongs to the caller that created it — the
+// principal the context carries (package principal), or whoever
+// Options.Caller names — and other callers get "task not found".
 //
 // # Errors
 //

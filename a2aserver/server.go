@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/jsonlimit"
+	"github.com/agentmesh/agentmesh/principal"
 )
 
 // Delegations runs delegations: *delegation.Client implements it.
@@ -73,8 +74,10 @@ type Options struct {
 	// Caller, if set, names the caller of a request's context (a token
 	// name, a user): a task belongs to the caller that created it, and
 	// other callers can neither read, continue nor cancel it (task not
-	// found). Nil means one caller: every task is visible to every
-	// client. It must be safe for concurrent use.
+	// found). Nil names the principal the context carries (package
+	// principal), as the front-ends of the mesh attach it; a context
+	// without one is one shared caller, whose tasks every client sees.
+	// It must be safe for concurrent use.
 	Caller func(ctx context.Context) string
 
 	// Logger receives failures that are not shown to clients (store
@@ -198,8 +201,11 @@ type guard struct {
 
 // Before implements [a2asrv.CallInterceptor].
 func (g *guard) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, any, error) {
-	if g.caller != nil {
+	switch p, ok := principal.FromContext(ctx); {
+	case g.caller != nil:
 		cc.User = a2asrv.NewAuthenticatedUser(g.caller(ctx), nil)
+	case ok:
+		cc.User = a2asrv.NewAuthenticatedUser(principal.Of(p.Name), nil)
 	}
 	switch cc.Method() {
 	case methodSendMessage:

@@ -15,7 +15,7 @@ import (
 // Agent Card, SPEC 4.3), behind the HTTP server's authentication: any
 // valid token reaches it, and each operation needs its scope (read to
 // discover and read tasks, delegate to delegate and cancel). Tasks belong
-// to the token that created them.
+// to the principal of the token that created them.
 func mountA2A(srv *httpserver.Server, m *mesh, log *slog.Logger) error {
 	h, err := a2aserver.New(m.searcher(), m.delegator(), &a2aserver.Options{
 		Logger: log,
@@ -30,10 +30,6 @@ func mountA2A(srv *httpserver.Server, m *mesh, log *slog.Logger) error {
 				return fmt.Errorf("token %q lacks the %s scope", id.Name, scope)
 			}
 			return nil
-		},
-		Caller: func(ctx context.Context) string {
-			id, _ := httpserver.IdentityFrom(ctx)
-			return id.Name
 		},
 	})
 	if err != nil {

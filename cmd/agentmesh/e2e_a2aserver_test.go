@@ -25,7 +25,9 @@ import (
 func TestE2EA2AServer(t *testing.T) {
 	t.Parallel()
 	ag := newAgents(t)
-	tokens := writeTemp(t, "tokens.yaml", tokensFile(""))
+	// reader-next is the reader's successor in a rotation: the same
+	// principal, so it sees the reader's tasks.
+	tokens := writeTemp(t, "tokens.yaml", tokensFile("- name: reader-next\n  principal: reader\n  token: e2e-reader-next-token-0123456789\n  scopes: [read]\n"))
 	p := startServe(t, serveSpec{token: e2eMeshToken, args: []string{"--allow-private-endpoints", "--tokens-file", tokens}})
 	r := p.client().do(http.MethodPost, "/v1/agents", agentJSON("finance", ag.url("/sync"), "budget", "cost-center"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r)
@@ -52,6 +54,7 @@ func TestE2EA2AServer(t *testing.T) {
 	creds := a2aclient.NewInMemoryCredentialsStore()
 	creds.Set("mesh", "meshToken", a2aclient.AuthCredential(e2eMeshToken))
 	creds.Set("reader", "meshToken", a2aclient.AuthCredential(readerToken))
+	creds.Set("reader-next", "meshToken", a2aclient.AuthCredential("e2e-reader-next-token-0123456789"))
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithCallInterceptors(&a2aclient.AuthInterceptor{Service: creds}))
 	require.NoError(t, err)
 	defer client.Destroy()
@@ -80,6 +83,8 @@ func TestE2EA2AServer(t *testing.T) {
 	rec := p.client().do(http.MethodGet, "/v1/delegations/"+id, nil)
 	require.Equal(t, http.StatusOK, rec.status, "%s", rec)
 	assert.Equal(t, "completed", rec.obj(t)["status"], "the delegation has its record")
+	assert.Equal(t, "default", rec.obj(t)["principal"], "the A2A delegation is MESH_TOKEN's principal's")
+	p.as(readerToken).do(http.MethodGet, "/v1/delegations/"+id, nil).requireError(t, http.StatusNotFound, "not_found")
 
 	task, err = send(mesh, "payroll", map[string]any{a2aserver.MetaTarget: "payroll"})
 	require.NoError(t, err)
@@ -97,7 +102,9 @@ func TestE2EA2AServer(t *testing.T) {
 	_, err = client.GetTask(reader, &a2a.GetTaskRequest{ID: task.ID})
 	require.NoError(t, err, "the reader reads its own task")
 	_, err = client.GetTask(mesh, &a2a.GetTaskRequest{ID: task.ID})
-	require.ErrorIs(t, err, a2a.ErrTaskNotFound, "tasks belong to the token that created them")
+	require.ErrorIs(t, err, a2a.ErrTaskNotFound, "tasks belong to the principal that created them")
+	_, err = client.GetTask(a2aclient.AttachSessionID(ctx, "reader-next"), &a2a.GetTaskRequest{ID: task.ID})
+	require.NoError(t, err, "another token of the reader's principal reads its task")
 
 	// No token: the HTTP server refuses before the A2A layer.
 	_, err = send(ctx, text, nil)
