@@ -439,7 +439,6 @@ func (s *Server) Handle(pattern string, h http.Handler, scope Scope) (err error)
 		}
 	}()
 	s.handle(pattern, authScope, scope, func(w *recorder, r *http.Request) {
-		r = r.WithContext(WithIdentity(r.Context(), w.identity))
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		w.holdText = true
 		h.ServeHTTP(w, r)

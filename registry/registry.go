@@ -250,8 +250,9 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		if created && r.maxAgents > 0 && r.Len() >= r.maxAgents {
 			return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
 		}
-		next.Owner = ownerOf(ctx, a.Owner)
-		if cur != nil {
+		if cur == nil {
+			next.Owner = ownerOf(ctx, a.Owner)
+		} else {
 			if cur.Source == SourceFile {
 				return nil, apierr.Errorf(ErrManagedByFile, "change its YAML file instead")
 			}
@@ -259,7 +260,7 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 				return nil, ErrPermissionDenied
 			}
 			next.RegisteredAt = cur.RegisteredAt
-			next.Owner = principal.Of(cur.Owner)
+			next.Owner = principal.Of(cur.Owner) // a replacement keeps the owner
 		}
 		stored = next
 		return &next, nil
