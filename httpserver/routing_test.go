@@ -99,6 +99,9 @@ func TestRouteRequestAndSessions(t *testing.T) {
 	assert.Equal(t, "finance says hi", resp.Response)
 	require.NotEmpty(t, resp.SessionID)
 	assert.Contains(t, string(r.Body), `"routing":{"action":"route"`)
+	routed, err := e.del.Get(context.Background(), resp.DelegationID)
+	require.NoError(t, err)
+	assert.Equal(t, testPrincipal, routed.Principal, "a routed request's delegation records the principal")
 	sid := resp.SessionID
 
 	// Second message bypasses classification through the session.

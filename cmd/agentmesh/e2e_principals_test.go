@@ -98,6 +98,12 @@ func TestE2EPrincipals(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
 	assert.Equal(t, "team-a", r.obj(t)["principal"])
 
+	// The same rules over MCP (Streamable HTTP, team-b's token).
+	cs := connectHTTPMCP(t, p.url+"/mcp", "team-b-token-0123456789")
+	callToolError(t, cs, "mesh_unregister", map[string]any{"name": "billing"}, "permission_denied")
+	callToolError(t, cs, "mesh_get_delegation", map[string]any{"id": id}, "not_found")
+	require.Equal(t, http.StatusOK, a.do(http.MethodGet, "/v1/agents/billing", nil).status, "billing is still registered")
+
 	// The audit log names the principal of each action, refused ones too.
 	r = a2.do(http.MethodPost, "/v1/agents", agentJSON("billing", ag.url("/sync"), "invoices", "receipts"))
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
