@@ -54,7 +54,7 @@ var wantResults = map[string]struct{ required, optional []string }{
 	mcpserver.ToolDiscover:      {[]string{"results"}, nil},
 	mcpserver.ToolUnregister:    {[]string{"name", "unregistered"}, nil},
 	mcpserver.ToolDelegate:      {[]string{"id", "targetAgent", "success", "status", "latencyMs"}, []string{"result", "error", "code"}},
-	mcpserver.ToolGetDelegation: {[]string{"id", "targetAgent", "task", "status", "success", "latencyMs", "attempts", "depth", "createdAt", "updatedAt"}, []string{"sourceAgent", "result", "error", "code", "async", "needsInput", "response", "finishedAt", "deadline"}},
+	mcpserver.ToolGetDelegation: {[]string{"id", "targetAgent", "task", "status", "success", "latencyMs", "attempts", "depth", "createdAt", "updatedAt"}, []string{"sourceAgent", "result", "error", "code", "async", "needsInput", "response", "finishedAt", "deadline", "principal"}},
 	mcpserver.ToolListAgents:    {[]string{"agents"}, []string{"nextCursor"}},
 }
 
@@ -296,6 +296,7 @@ func TestWireFormsMatchTheLibrary(t *testing.T) {
 		Error: "e", Code: "c", LatencyMs: 1, Attempts: 2, Depth: 3, Async: true, NeedsInput: true,
 		Response:  &delegation.AgentResponse{Content: "c", WorkflowComplete: true, WorkflowState: map[string]any{"k": "v"}},
 		CreatedAt: now, UpdatedAt: now, FinishedAt: &now, Deadline: &now, SecretHash: []byte("secret"),
+		Principal: "team-a",
 	}
 	recJSON, err := json.Marshal(rec.Public())
 	require.NoError(t, err)

@@ -183,6 +183,7 @@ type Delegation struct {
 	UpdatedAt   time.Time      `json:"updatedAt"`
 	FinishedAt  *time.Time     `json:"finishedAt,omitempty"`
 	Deadline    *time.Time     `json:"deadline,omitempty" jsonschema:"When an accepted async delegation times out."`
+	Principal   string         `json:"principal,omitempty" jsonschema:"The principal that started the delegation: only it and admins see the record."`
 }
 
 // AgentResponse is the reply of an MCP agent's handle_message tool.
@@ -303,6 +304,7 @@ func delegationOut(r delegation.Record) Delegation {
 		UpdatedAt:   r.UpdatedAt,
 		FinishedAt:  r.FinishedAt,
 		Deadline:    r.Deadline,
+		Principal:   r.Principal,
 	}
 	if r.Response != nil {
 		d.Response = &AgentResponse{
