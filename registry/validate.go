@@ -50,8 +50,9 @@ var reservedHeaders = map[string]bool{
 
 // MaxItems returns the most items the list or map field of the agent
 // record whose JSON name is field may hold (MaxCapabilities, MaxExamples,
-// MaxResources, MaxLabels), and false for a field without such a limit. A decoder may refuse a record over one
-// with [TooManyItems] before it decodes the items.
+// MaxResources, MaxLabels), and false for a field without such a limit.
+// A decoder may refuse a record over one with [TooManyItems] before it
+// decodes the items.
 func MaxItems(field string) (int, bool) {
 	switch field {
 	case "capabilities":
