@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/delegation"
 )
 
 // DefaultAsyncTimeout is how long an async handler may run when
@@ -259,7 +261,7 @@ func (a *Agent) run(t Task) {
 		}
 	}()
 	reply, err := a.call(ctx, t)
-	out := callbackBody{Status: "completed"}
+	out := delegation.Outcome{Status: delegation.StatusCompleted}
 	if err == nil {
 		out.Result, err = json.Marshal(reply.Result)
 		if err != nil {
@@ -268,7 +270,7 @@ func (a *Agent) run(t Task) {
 		out.WorkflowComplete, out.WorkflowState = reply.WorkflowComplete, reply.WorkflowState
 	}
 	if err != nil {
-		out = callbackBody{Status: "failed", Error: errorText(err)}
+		out = delegation.Outcome{Status: delegation.StatusFailed, Error: errorText(err)}
 	}
 	if err := a.callback(t.CallbackURL, out); err != nil {
 		a.log.Warn("agentkit: the callback failed", "delegation_id", t.DelegationID, "err", err)
@@ -293,15 +295,6 @@ type syncBody struct {
 	Result           any            `json:"result"`
 	WorkflowComplete bool           `json:"workflowComplete,omitempty"`
 	WorkflowState    map[string]any `json:"workflowState,omitempty"`
-}
-
-// callbackBody is the body of a callback.
-type callbackBody struct {
-	Status           string          `json:"status"`
-	Result           json.RawMessage `json:"result,omitempty"`
-	Error            string          `json:"error,omitempty"`
-	WorkflowComplete bool            `json:"workflowComplete,omitempty"`
-	WorkflowState    map[string]any  `json:"workflowState,omitempty"`
 }
 
 // errorText is err's text for the mesh: valid UTF-8, at most

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/agentmesh/agentmesh/delegation"
 )
 
 // callbackAttempts is how many times a callback is sent when the mesh
@@ -20,11 +22,11 @@ const callbackAttempts = 5
 // callbackTimeout bounds all the attempts of one callback.
 const callbackTimeout = 2 * time.Minute
 
-// callback POSTs out to the callback URL u, retrying (with the same body)
-// after a network error, 429 or 5xx: the mesh keeps the first outcome to
-// arrive. Any other answer is final; a 409 (the delegation already
+// callback POSTs out (the mesh's own type of a callback's body) to the
+// callback URL u, retrying (with the same body) after a network error,
+// 429 or 5xx: the mesh keeps the first outcome to arrive. Any other answer is final; a 409 (the delegation already
 // final, or past its deadline) is not an error of the agent's.
-func (a *Agent) callback(u string, out callbackBody) error {
+func (a *Agent) callback(u string, out delegation.Outcome) error {
 	body, err := json.Marshal(out)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
