@@ -251,15 +251,8 @@ func (a *Agent) run(t Task) {
 		a.mu.Unlock()
 		a.jobs.Done()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), a.asyncTimeout)
+	ctx, cancel := a.background(a.asyncTimeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.abort:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	reply, err := a.call(ctx, t)
 	out := delegation.Outcome{Status: delegation.StatusCompleted}
 	if err == nil {
@@ -275,6 +268,20 @@ func (a *Agent) run(t Task) {
 	if err := a.callback(t.CallbackURL, out); err != nil {
 		a.log.Warn("agentkit: the callback failed", "delegation_id", t.DelegationID, "err", err)
 	}
+}
+
+// background returns the context of an async task's work: it ends after
+// d, or when Shutdown stops waiting (abort).
+func (a *Agent) background(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-a.abort:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // call runs the handler, turning a panic into an error.

@@ -31,15 +31,8 @@ func (a *Agent) callback(u string, out delegation.Outcome) error {
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
+	ctx, cancel := a.background(callbackTimeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.abort:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var last error
 	for attempt := range callbackAttempts {
 		if attempt > 0 {
