@@ -213,9 +213,8 @@ func GenerateToken() string {
 // request carried either header at all (a malformed one counts).
 func credentials(r *http.Request) (token string, present bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(tok), true
+		if tok, ok := bearerToken(r); ok {
+			return tok, true
 		}
 		if k := r.Header.Get("X-Api-Key"); k != "" {
 			return k, true
@@ -229,6 +228,16 @@ func credentials(r *http.Request) (token string, present bool) {
 		return k[0], true
 	}
 	return "", false
+}
+
+// bearerToken returns the token of r's "Authorization: Bearer <token>"
+// header; ok is false without one.
+func bearerToken(r *http.Request) (token string, ok bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
 }
 
 // Identity is the authenticated caller of a request: the token's name,
