@@ -62,20 +62,25 @@ type ringKey struct {
 // seals. At least one key is required, and no key may appear twice.
 // NewKeyring keeps no reference to the slices.
 func NewKeyring(keys ...[]byte) (*Keyring, error) {
+	return newKeyring(keys, func(i int) string { return fmt.Sprintf("key %d", i+1) })
+}
+
+// newKeyring is NewKeyring with where(i) naming keys[i] in errors.
+func newKeyring(keys [][]byte, where func(i int) string) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, ErrNoKey
 	}
 	r := &Keyring{keys: make([]ringKey, 0, len(keys))}
+	seen := make(map[string]int, len(keys)) // key id → index
 	for i, k := range keys {
 		rk, err := newRingKey(k)
 		if err != nil {
-			return nil, fmt.Errorf("sealstore: key %d: %w", i+1, err)
+			return nil, fmt.Errorf("sealstore: %s: %w", where(i), err)
 		}
-		for j, prev := range r.keys {
-			if prev.id == rk.id {
-				return nil, fmt.Errorf("sealstore: key %d: same key as key %d (id %s)", i+1, j+1, rk.id)
-			}
+		if j, dup := seen[rk.id]; dup {
+			return nil, fmt.Errorf("sealstore: %s: same key as %s (id %s)", where(i), where(j), rk.id)
 		}
+		seen[rk.id] = i
 		r.keys = append(r.keys, rk)
 	}
 	return r, nil
@@ -83,7 +88,7 @@ func NewKeyring(keys ...[]byte) (*Keyring, error) {
 
 func newRingKey(k []byte) (ringKey, error) {
 	if len(k) != KeySize {
-		return ringKey{}, fmt.Errorf("%d bytes, want %d", len(k), KeySize)
+		return ringKey{}, fmt.Errorf("the key is %d bytes, want %d", len(k), KeySize)
 	}
 	block, err := aes.NewCipher(k)
 	if err != nil {
@@ -109,7 +114,7 @@ func KeyID(key []byte) string {
 // content.
 func ParseKeyring(data []byte) (*Keyring, error) {
 	var keys [][]byte
-	lines := map[string]int{} // key id → line
+	var lines []int // of keys[i]
 	for n, line := range bytes.Split(data, []byte("\n")) {
 		if i := bytes.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -123,21 +128,12 @@ func ParseKeyring(data []byte) (*Keyring, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sealstore: line %d: not a standard base64 key (make one with: openssl rand -base64 32)", n+1)
 		}
-		k = k[:m]
-		if len(k) != KeySize {
-			return nil, fmt.Errorf("sealstore: line %d: the key is %d bytes, want %d", n+1, len(k), KeySize)
-		}
-		id := KeyID(k)
-		if prev, ok := lines[id]; ok {
-			return nil, fmt.Errorf("sealstore: line %d: same key as line %d (id %s)", n+1, prev, id)
-		}
-		lines[id] = n + 1
-		keys = append(keys, k)
+		keys, lines = append(keys, k[:m]), append(lines, n+1)
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: the key file holds no key", ErrNoKey)
 	}
-	return NewKeyring(keys...)
+	return newKeyring(keys, func(i int) string { return fmt.Sprintf("line %d", lines[i]) })
 }
 
 // KeyID returns the id of the key that seals, "" for a ring without keys.

@@ -60,7 +60,7 @@ func TestNewKeyring(t *testing.T) {
 	_, err := NewKeyring()
 	assert.ErrorIs(t, err, ErrNoKey)
 	_, err = NewKeyring(a[:16])
-	assert.ErrorContains(t, err, "key 1: 16 bytes, want 32")
+	assert.ErrorContains(t, err, "key 1: the key is 16 bytes, want 32")
 	_, err = NewKeyring(a, bytes.Clone(a))
 	assert.ErrorContains(t, err, "key 2: same key as key 1")
 }
