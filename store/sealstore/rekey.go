@@ -44,6 +44,7 @@ func Rekey(ctx context.Context, inner registry.Store, ring *Keyring) (RekeyResul
 	if err != nil {
 		return res, fmt.Errorf("sealstore: rekey: %w", err)
 	}
+	s := &Store{inner: inner, ring: ring} // for open and seal
 	var errs []error
 	for _, a := range list {
 		if err := ctx.Err(); err != nil {
@@ -69,19 +70,11 @@ func Rekey(ctx context.Context, inner registry.Store, ring *Keyring) (RekeyResul
 			if !IsSealed(token) {
 				found = foundClear
 			}
-			plain, err := ring.Open(name, token)
+			opened, _, err := s.open(name, *cur)
 			if err != nil {
 				return nil, err
 			}
-			sealed, err := ring.Seal(name, plain)
-			if err != nil {
-				return nil, err
-			}
-			next := *cur
-			auth := *cur.Auth
-			auth.Token = sealed
-			next.Auth = &auth
-			return &next, nil
+			return s.seal(name, &opened, stored{}) // stored{}: seal anew
 		})
 		switch {
 		case err != nil && !errors.Is(err, errKeep):
