@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,7 +393,9 @@ func TestWatchOpensChanges(t *testing.T) {
 	writer := sealstore.Wrap(openEtcd(t, prefix), newRing(t, a), nil)
 	put(t, writer, agent("first", "token-1"))
 
-	reader, ok := sealstore.Wrap(openEtcd(t, prefix), newRing(t, a), nil).(registry.WatchableStore)
+	var logs syncBuffer
+	reader, ok := sealstore.Wrap(openEtcd(t, prefix), newRing(t, a),
+		&sealstore.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}).(registry.WatchableStore)
 	require.True(t, ok)
 	var mu sync.Mutex
 	var got []registry.AgentChanges
@@ -425,6 +428,11 @@ func TestWatchOpensChanges(t *testing.T) {
 	require.Eventually(t, func() bool { return tokens()["second"] == "token-2" }, 5*time.Second, 10*time.Millisecond)
 	_, seen := tokens()["foreign"]
 	assert.False(t, seen, "a record sealed with an unknown key is left out")
+	logged := logs.String()
+	assert.Contains(t, logged, "level=ERROR", "and logged")
+	assert.Contains(t, logged, "agent=foreign")
+	assert.Contains(t, logged, sealstore.KeyID(b), "naming the key id")
+	assert.NotContains(t, logged, "token-b")
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
 
@@ -435,4 +443,22 @@ func TestWatchOpensChanges(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Positive(t, rev)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
