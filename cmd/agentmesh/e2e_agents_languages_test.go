@@ -6,7 +6,6 @@ package main
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -67,13 +66,6 @@ func runtimeOf(t *testing.T, program string) string {
 	return ""
 }
 
-func randomHex(t *testing.T, n int) string {
-	b := make([]byte, n)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return hex.EncodeToString(b)
-}
-
 func TestExampleAgents(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
@@ -91,7 +83,7 @@ func TestExampleAgents(t *testing.T) {
 	recorder := &callbackRecorder{ids: map[string][]string{}}
 	front := httptest.NewServer(recorder)
 	t.Cleanup(front.Close)
-	token := "mesh-" + randomHex(t, 12)
+	token := "mesh-" + rand.Text()
 	mesh := startServe(t, serveSpec{token: token, args: []string{"--allow-private-endpoints", "--public-url", front.URL}})
 	recorder.mu.Lock()
 	recorder.target, err = url.Parse(mesh.url)
@@ -142,7 +134,7 @@ type exampleAgent struct {
 func startExampleAgent(t *testing.T, mesh *meshProc, lang string, command []string, async bool) *exampleAgent {
 	t.Helper()
 	a := &exampleAgent{name: fmt.Sprintf("shout-%s-%s", lang, map[bool]string{false: "sync", true: "async"}[async]),
-		lang: lang, async: async, token: "agent-" + randomHex(t, 12), output: &syncBuffer{}, exited: make(chan struct{})}
+		lang: lang, async: async, token: "agent-" + rand.Text(), output: &syncBuffer{}, exited: make(chan struct{})}
 	env := []string{"MESH_URL=" + mesh.url, "MESH_TOKEN=" + mesh.token, "AGENT_NAME=" + a.name,
 		"AGENT_ADDR=127.0.0.1:0", "AGENT_TOKEN=" + a.token, "AGENT_TTL=5"}
 	if async {
@@ -176,7 +168,7 @@ func startExampleAgent(t *testing.T, mesh *meshProc, lang string, command []stri
 // and unregisters and exits cleanly on SIGTERM.
 func (a *exampleAgent) check(t *testing.T, mesh *meshProc, recorder *callbackRecorder) {
 	name, lang, async, agentToken := a.name, a.lang, a.async, a.token
-	api := &apiClientT{t: t, base: mesh.url, token: mesh.token}
+	api := mesh.client().with(t)
 
 	// It registers, with its token as the mesh's credential.
 	var rec map[string]any
@@ -202,7 +194,7 @@ func (a *exampleAgent) check(t *testing.T, mesh *meshProc, recorder *callbackRec
 
 	// The mesh delegates to it, and the result is what the agent computed
 	// from this very task.
-	task := "count the words of " + randomHex(t, 4) + " please"
+	task := "count the words of " + rand.Text() + " please"
 	want := fmt.Sprintf("%s (6 words, %s)", strings.ToUpper(task), lang)
 	var del map[string]any
 	for {
