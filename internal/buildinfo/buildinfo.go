@@ -55,13 +55,10 @@ var read = sync.OnceValue(func() Info {
 // fromBuildInfo is Read for a given build record (nil when the binary has
 // none) and link-time version.
 func fromBuildInfo(bi *debug.BuildInfo, linked string) Info {
-	info := Info{Version: linked, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 	if bi == nil {
-		if info.Version == "" {
-			info.Version = "dev"
-		}
-		return info
+		bi = &debug.BuildInfo{}
 	}
+	info := Info{Version: linked, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 	if bi.GoVersion != "" {
 		info.GoVersion = bi.GoVersion
 	}
