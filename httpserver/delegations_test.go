@@ -135,14 +135,7 @@ func TestDelegateAsyncCallback(t *testing.T) {
 	forEachStore(t, func(t *testing.T, cfg envConfig) {
 		e := newEnv(t, cfg)
 		urls := make(chan string, 16)
-		reports := agentServer(t, func(w http.ResponseWriter, r *http.Request) {
-			var task struct {
-				CallbackURL string `json:"callbackUrl"`
-			}
-			_ = json.NewDecoder(r.Body).Decode(&task)
-			urls <- task.CallbackURL
-			w.WriteHeader(http.StatusAccepted)
-		})
+		reports := asyncAgent(t, urls)
 		e.register(agentJSON("reports", reports.URL+"/task", "reports"))
 
 		start := func() (httpserver.DelegateResponse, string) {

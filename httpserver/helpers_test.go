@@ -303,6 +303,19 @@ func okAgent(t *testing.T, result any) *httptest.Server {
 	})
 }
 
+// asyncAgent answers every task with 202 and sends its callback URL to
+// urls, where the test reports the outcome as the agent would.
+func asyncAgent(t *testing.T, urls chan<- string) *httptest.Server {
+	return agentServer(t, func(w http.ResponseWriter, r *http.Request) {
+		var task struct {
+			CallbackURL string `json:"callbackUrl"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&task)
+		urls <- task.CallbackURL
+		w.WriteHeader(http.StatusAccepted)
+	})
+}
+
 func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
 
 func slogJSON(w io.Writer) *slog.Logger {

@@ -507,14 +507,7 @@ func TestOpenAPIContract(t *testing.T) {
 	// (its callback URLs arrive on callbacks).
 	finance := okAgent(t, map[string]any{"budget": 1200000})
 	callbacks := make(chan string, 4)
-	reports := agentServer(t, func(w http.ResponseWriter, r *http.Request) {
-		var task struct {
-			CallbackURL string `json:"callbackUrl"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&task)
-		callbacks <- task.CallbackURL
-		w.WriteHeader(http.StatusAccepted)
-	})
+	reports := asyncAgent(t, callbacks)
 	card := agentServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"name": "Weather Agent", "description": "Forecasts the weather.", "version": "2.1.0",
