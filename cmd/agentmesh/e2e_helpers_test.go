@@ -549,6 +549,8 @@ type taskRequest struct {
 	Header string `json:"-"`
 	// UserAgent is the User-Agent header.
 	UserAgent string `json:"-"`
+	// Authorization is the Authorization header: the agent's credential.
+	Authorization string `json:"-"`
 	// Path is the agent's path ("/sync", ...).
 	Path string `json:"-"`
 }
@@ -582,6 +584,7 @@ func newAgents(t *testing.T) *agents {
 		}
 		tr.Header = r.Header.Get("X-Mesh-Delegation-Id")
 		tr.UserAgent = r.Header.Get("User-Agent")
+		tr.Authorization = r.Header.Get("Authorization")
 		tr.Path = r.URL.Path
 		a.mu.Lock()
 		a.got = append(a.got, tr)

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,48 +43,23 @@ func keyFile(t *testing.T, keys ...sealKey) string {
 	for _, k := range keys {
 		b.WriteString(k.b64() + "  # " + k.id() + "\n")
 	}
-	path := filepath.Join(t.TempDir(), "secret.keys")
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
-	return path
+	return writeTemp(t, "secret.keys", b.String())
 }
 
-// authAgent is a real HTTP agent speaking the POST /task contract that
-// records the Authorization header of every task it gets.
-type authAgent struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	auths map[string]string // task → Authorization
-}
-
-func newAuthAgent(t *testing.T) *authAgent {
-	t.Helper()
-	a := &authAgent{auths: map[string]string{}}
-	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var tr taskRequest
-		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
+// authOf returns the Authorization header with which the agents got task.
+func authOf(ag *agents, task string) string {
+	for _, r := range ag.requests() {
+		if r.Task == task {
+			return r.Authorization
 		}
-		a.mu.Lock()
-		a.auths[tr.Task] = r.Header.Get("Authorization")
-		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"result":"done"}`))
-	}))
-	t.Cleanup(a.srv.Close)
-	return a
-}
-
-func (a *authAgent) auth(task string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.auths[task]
+	}
+	return ""
 }
 
 // registerWithToken registers name at the agent with a bearer credential.
-func registerWithToken(t *testing.T, p *meshProc, name string, ag *authAgent, token string) {
+func registerWithToken(t *testing.T, p *meshProc, name string, ag *agents, token string) {
 	t.Helper()
-	body := agentJSON(name, ag.srv.URL+"/task", "billing", "invoices")
+	body := agentJSON(name, ag.url("/sync"), "billing", "invoices")
 	body["auth"] = map[string]any{"type": "bearer", "token": token}
 	r := p.client().do("POST", "/v1/agents", body)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r)
@@ -95,13 +67,13 @@ func registerWithToken(t *testing.T, p *meshProc, name string, ag *authAgent, to
 
 // delegatesWith delegates a task to name and requires the agent to have
 // received the credential.
-func delegatesWith(t *testing.T, p *meshProc, name string, ag *authAgent, token string) {
+func delegatesWith(t *testing.T, p *meshProc, name string, ag *agents, token string) {
 	t.Helper()
 	task := "task for " + name + " " + rand.Text()
 	r := p.client().do("POST", "/v1/delegate", map[string]any{"targetName": name, "task": task})
 	require.Equal(t, http.StatusOK, r.status, "%s", r)
 	assert.Equal(t, "completed", r.obj(t)["status"], "%s", r)
-	assert.Equal(t, "Bearer "+token, ag.auth(task), "the agent gets its credential in clear")
+	assert.Equal(t, "Bearer "+token, authOf(ag, task), "the agent gets its credential in clear")
 }
 
 // sealServe starts serve on db with the key ring env or file args give.
@@ -153,7 +125,7 @@ func anyContains(values [][]byte, s string) bool {
 // their credentials on delegation; admin rekey then seals the clear one.
 func TestE2ESealedCredentialsBolt(t *testing.T) {
 	t.Parallel()
-	ag := newAuthAgent(t)
+	ag := newAgents(t)
 	db := filepath.Join(t.TempDir(), "mesh.db")
 	legacy, canary := "legacy-"+rand.Text(), "canary-"+rand.Text()
 
@@ -203,7 +175,7 @@ func TestE2ESealedCredentialsBolt(t *testing.T) {
 // refuses to start, naming B's key id and no key.
 func TestE2EKeyRotation(t *testing.T) {
 	t.Parallel()
-	ag := newAuthAgent(t)
+	ag := newAgents(t)
 	db := filepath.Join(t.TempDir(), "mesh.db")
 	canary := "canary-" + rand.Text()
 	keyA, keyB := newSealKey(t), newSealKey(t)
@@ -251,7 +223,7 @@ func TestE2EKeyRotation(t *testing.T) {
 func TestE2ESealedCredentialsEtcd(t *testing.T) {
 	t.Parallel()
 	endpoints := startEtcd(t)
-	ag := newAuthAgent(t)
+	ag := newAgents(t)
 	canary := "canary-" + rand.Text()
 	keyA, keyB := newSealKey(t), newSealKey(t)
 	etcdArgs := []string{"--store", "etcd", "--etcd-endpoints", endpoints}
@@ -289,7 +261,7 @@ func TestE2ESealedCredentialsEtcd(t *testing.T) {
 	require.Eventually(t, func() bool {
 		task := "after rekey " + rand.Text()
 		r := p.client().do("POST", "/v1/delegate", map[string]any{"targetName": "billing-agent", "task": task})
-		return r.status == http.StatusOK && ag.auth(task) == "Bearer "+canary
+		return r.status == http.StatusOK && authOf(ag, task) == "Bearer "+canary
 	}, 10*time.Second, 100*time.Millisecond)
 	p.stop()
 }
@@ -300,12 +272,12 @@ func TestE2ESealedCredentialsEtcd(t *testing.T) {
 func TestE2EStdioSealsCredentials(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "stdio.db")
-	ag := newAuthAgent(t)
+	ag := newAgents(t)
 	canary := "canary-" + rand.Text()
 	key := newSealKey(t)
 	register := map[string]any{
 		"name": "billing-agent", "description": "Bills.", "capabilities": []string{"billing"},
-		"endpoint": ag.srv.URL + "/task", "auth": map[string]any{"type": "bearer", "token": canary},
+		"endpoint": ag.url("/sync"), "auth": map[string]any{"type": "bearer", "token": canary},
 	}
 
 	s := startStdio(t, nil, "--db", db, "--store", "bolt")
