@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -382,4 +383,49 @@ func TestRunFailsToRegister(t *testing.T) {
 	err = a.Run(t.Context(), "127.0.0.1:0", wrong, registry.Agent{Name: "n", Description: "d"})
 	require.ErrorIs(t, err, client.ErrUnauthenticated)
 	require.ErrorIs(t, a.Run(t.Context(), "127.0.0.1:0", nil, registry.Agent{}), agentkit.ErrShutdown)
+}
+
+// TestErrorText checks the error text the mesh gets from a failed
+// handler: at most 1 KiB, valid UTF-8 (cut on a character), never empty;
+// and that Options.AsyncTimeout ends an async handler's ctx, failing the
+// task through the callback.
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	long := "\xff" + strings.Repeat("é", 1000) // 2001 bytes, an invalid one first
+	a, err := agentkit.New(func(_ context.Context, t agentkit.Task) (agentkit.Reply, error) {
+		if t.Task == "empty" {
+			return agentkit.Reply{}, errors.New("")
+		}
+		return agentkit.Reply{}, errors.New(long)
+	}, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	post := func(task string) string {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"task": "`+task+`"}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return strings.TrimSuffix(string(b), "\n")
+	}
+	text := post("long")
+	assert.True(t, utf8.ValidString(text), "%q", text)
+	assert.LessOrEqual(t, len(text), 1<<10)
+	assert.Greater(t, len(text), 1<<10-utf8.UTFMax, "cut at the last whole character")
+	assert.Equal(t, "\uFFFD"+strings.Repeat("é", (len(text)-3)/2), text)
+	assert.Equal(t, "the agent failed", post("empty"))
+
+	slow, err := agentkit.New(func(ctx context.Context, _ agentkit.Task) (agentkit.Reply, error) {
+		<-ctx.Done()
+		return agentkit.Reply{}, ctx.Err()
+	}, &agentkit.Options{Async: true, AsyncTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	slowSrv := httptest.NewServer(slow)
+	defer slowSrv.Close()
+	cb := newCallbacks(t)
+	require.Equal(t, http.StatusAccepted, postTask(t, slowSrv.URL, "d1", "slow", cb.srv.URL))
+	waitFor(t, 5*time.Second, "the callback", func() bool { return len(cb.got()) == 1 })
+	assert.Equal(t, map[string]any{"status": "failed", "error": context.DeadlineExceeded.Error()}, cb.got()[0])
 }
