@@ -191,11 +191,16 @@ func requireLoopbackNet(t *testing.T) {
 	l.Close()
 }
 
+// dialFrom connects to addr from the loopback address src, within timeout.
+func dialFrom(addr, src string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: timeout}
+	return d.Dial("tcp", addr)
+}
+
 // dialFromAddr connects to addr from the loopback address src.
 func dialFromAddr(t *testing.T, addr, src string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
-	c, err := d.Dial("tcp", addr)
+	c, err := dialFrom(addr, src, 10*time.Second)
 	require.NoError(t, err)
 	return c
 }
@@ -204,8 +209,7 @@ func dialFromAddr(t *testing.T, addr, src string) net.Conn {
 // request: in its headers, or (body) after them, 10 bytes into a body of
 // 100 kB.
 func dialSlow(addr, src string, body bool) (net.Conn, error) {
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
-	c, err := d.Dial("tcp", addr)
+	c, err := dialFrom(addr, src, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +241,7 @@ func healthOn(c net.Conn) (int, error) {
 
 // probeHealth asks GET /health on a new connection from src.
 func probeHealth(addr, src string) error {
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
+	c, err := dialFrom(addr, src, 5*time.Second)
 	if err != nil {
 		return err
 	}
