@@ -59,7 +59,7 @@ func tooLarge(limit int64) *apiError {
 
 // decodeJSON decodes body, which must hold exactly one JSON value of dst's
 // shape, into dst. Arrays and objects nested more than jsonlimit.MaxDepth
-// deep, unknown object keys (matched case-sensitively, see checkKeys),
+// deep, unknown object keys (matched case-sensitively, see scanBody),
 // duplicate keys, lists and maps over their item limits, free-form values
 // over their budget, wrong types, malformed or trailing data and invalid
 // UTF-8 are refused with a 400 invalid_argument that names the field
@@ -248,7 +248,7 @@ func (l *requiredResourceList) UnmarshalJSON(b []byte) error {
 // unknownField returns the field a Decoder with DisallowUnknownFields
 // refused. encoding/json reports it with no type to read the name from,
 // so its text is read: the one place that reads encoding/json's words
-// (checkKeys refuses unknown keys before decoding; this is a fallback).
+// (scanBody refuses unknown keys before decoding; this is a fallback).
 func unknownField(err error) (string, bool) {
 	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
 	return strings.Trim(name, `"`), ok

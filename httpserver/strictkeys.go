@@ -11,41 +11,6 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
-// checkKeys walks the JSON value in body alongside the Go type t and
-// refuses object keys that do not exactly match a field's JSON name, and
-// keys given twice. encoding/json matches keys case-insensitively and lets
-// the last duplicate win, so without this check {"Endpoint": …} would
-// silently set endpoint, and {"endpoint": a, "endpoint": b} would store b
-// past any check of a: a typo must not silently become a default.
-//
-// It also bounds what the decoder will build: a list or map field with a
-// limit in itemLimits that holds more items, and free-form values (of
-// interface type, or maps and slices of them, such as a delegation's
-// context) holding more than maxFreeFormValues values between them, are
-// refused naming the field. And it checks the nesting of all of body
-// against [jsonlimit.MaxDepth], ahead of any other refusal.
-//
-// Values of types that decode themselves (json.Unmarshaler, such as
-// json.RawMessage) and of interface types are only checked for duplicate
-// keys. A value whose JSON kind does not fit its type, and malformed
-// JSON, are left for the decoder to report precisely: the key checks then
-// stop there, and the depth check reads on to the end.
-//
-// Keys are compared, and named in errors, as their bytes: a caller that
-// needs valid UTF-8 checks it (decodeJSON does). It reads body once, in
-// place, with nothing kept per level but a path segment and nothing
-// allocated per struct field: its cost is linear in len(body). Map keys
-// are kept for the duplicate check, which the item limits and the
-// free-form budget bound; the path naming a field is built only for the
-// error that names it.
-func checkKeys(body []byte, t reflect.Type) *apiError {
-	sc := scanBody(body, t)
-	if sc.deep {
-		return tooDeep()
-	}
-	return sc.err
-}
-
 // scan is what scanBody found in a body.
 type scan struct {
 	deep bool      // it nests more than jsonlimit.MaxDepth deep somewhere
@@ -60,8 +25,36 @@ type scan struct {
 	topMismatch bool
 }
 
-// scanBody is checkKeys with its findings apart, for decodeJSON to rank
-// the depth refusal first and to choose how to decode.
+// scanBody walks the JSON value in body alongside the Go type t and
+// refuses object keys that do not exactly match a field's JSON name, and
+// keys given twice. encoding/json matches keys case-insensitively and lets
+// the last duplicate win, so without this check {"Endpoint": …} would
+// silently set endpoint, and {"endpoint": a, "endpoint": b} would store b
+// past any check of a: a typo must not silently become a default.
+//
+// It also bounds what the decoder will build: a list or map field with a
+// limit in itemLimits that holds more items, and free-form values (of
+// interface type, or maps and slices of them, such as a delegation's
+// context) holding more than maxFreeFormValues values between them, are
+// refused naming the field. And it checks the nesting of all of body
+// against [jsonlimit.MaxDepth].
+//
+// Values of types that decode themselves (json.Unmarshaler, such as
+// json.RawMessage) and of interface types are only checked for duplicate
+// keys. A value whose JSON kind does not fit its type, and malformed
+// JSON, are left for the decoder to report precisely: the key checks then
+// stop there, and the depth check reads on to the end.
+//
+// Keys are compared, and named in errors, as their bytes: a caller that
+// needs valid UTF-8 checks it (decodeJSON does). It reads body once, in
+// place, with nothing kept per level but a path segment and nothing
+// allocated per struct field: its cost is linear in len(body). Map keys
+// are kept for the duplicate check, which the item limits and the
+// free-form budget bound; the path naming a field is built only for the
+// error that names it.
+//
+// Its findings are kept apart, for decodeJSON to rank the depth refusal
+// ahead of any other and to choose how to decode.
 func scanBody(body []byte, t reflect.Type) scan {
 	k := keyScanner{data: body, freeRoot: -1, freeLeft: maxFreeFormValues}
 	_, e, ok := k.value(t)
@@ -91,7 +84,7 @@ const maxFreeFormValues = 10000
 // itemLimits are the most items the list and map fields of request bodies
 // may hold, by struct type and JSON name: the agent record's limits, and
 // the same for the labels and resources a discovery or a delegation asks
-// for (no agent holds more, so no more could match). checkKeys refuses a
+// for (no agent holds more, so no more could match). scanBody refuses a
 // body over one before anything decodes the items.
 var itemLimits = map[reflect.Type]map[string]int{
 	agentType: agentItemLimits(),
@@ -126,7 +119,7 @@ func tooMany(t reflect.Type, name, key string, max, n int) *apiError {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// keyScanner is the state of one checkKeys pass: the body, the offset
+// keyScanner is the state of one scanBody pass: the body, the offset
 // read up to, the path to the value being read, one segment per level,
 // and the free-form budget: the path length of the free-form value being
 // read (-1: none) and the values left.
@@ -232,7 +225,7 @@ func (k *keyScanner) str() (raw []byte, escaped, ok bool) {
 
 // value checks the value at k.pos, of Go type t (nil: opaque, duplicate
 // keys only). It returns the number of items of an array or object (0
-// for a scalar), the refusal, if any, and ok false when checkKeys must
+// for a scalar), the refusal, if any, and ok false when scanBody must
 // stop: after a refusal, at malformed JSON, or at a value whose kind
 // does not fit t.
 func (k *keyScanner) value(t reflect.Type) (n int, e *apiError, ok bool) {

@@ -16,6 +16,16 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
+// checkKeys is scanBody's verdict: the depth refusal first, else the
+// first other one.
+func checkKeys(body []byte, t reflect.Type) *apiError {
+	sc := scanBody(body, t)
+	if sc.deep {
+		return tooDeep()
+	}
+	return sc.err
+}
+
 // FuzzCheckKeys feeds arbitrary bodies to the depth guard and the
 // strict-keys pass, with the shapes of the API's bodies. Neither may
 // panic; a refusal is a 400 invalid_argument; on valid JSON checkKeys
