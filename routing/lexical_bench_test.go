@@ -80,14 +80,22 @@ func lexSyntheticAgents(n, k int, seed uint64) ([]registry.Agent, []string) {
 	return agents, msgs
 }
 
-// BenchmarkClassify: one message against 150 agents × 100 examples.
-func BenchmarkClassify(b *testing.B) {
+// lexBenchTrained returns a classifier trained on lexBenchAgents, closed
+// when the benchmark ends, and the messages to classify.
+func lexBenchTrained(b *testing.B) (*routing.Lexical, []string) {
+	b.Helper()
 	agents, msgs := lexBenchAgents(b)
 	l := routing.NewLexical(nil)
-	defer l.Close()
+	b.Cleanup(func() { l.Close() })
 	if err := l.Reset(context.Background(), agents); err != nil {
 		b.Fatal(err)
 	}
+	return l, msgs
+}
+
+// BenchmarkClassify: one message against 150 agents × 100 examples.
+func BenchmarkClassify(b *testing.B) {
+	l, msgs := lexBenchTrained(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
@@ -101,12 +109,7 @@ func BenchmarkClassify(b *testing.B) {
 
 // BenchmarkClassifyParallel: the same from every CPU at once.
 func BenchmarkClassifyParallel(b *testing.B) {
-	agents, msgs := lexBenchAgents(b)
-	l := routing.NewLexical(nil)
-	defer l.Close()
-	if err := l.Reset(context.Background(), agents); err != nil {
-		b.Fatal(err)
-	}
+	l, msgs := lexBenchTrained(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -166,11 +166,33 @@ func lexHelpDeskInternal() []registry.Agent {
 	}
 }
 
+// lexFollowing returns a classifier with the given debounce that follows
+// a source holding agents; the test's cleanup stops following and closes it.
+func lexFollowing(t *testing.T, debounce time.Duration, agents ...registry.Agent) (*Lexical, *registrytest.Source) {
+	t.Helper()
+	l := NewLexical(&LexicalOptions{Debounce: debounce})
+	t.Cleanup(func() { l.Close() })
+	src := registrytest.NewSource(agents...)
+	t.Cleanup(l.Follow(src))
+	return l, src
+}
+
+// lexOnTrain makes f run at the start of every training of l.
+func lexOnTrain(l *Lexical, f func()) {
+	l.trainMu.Lock()
+	l.onTrain = f
+	l.trainMu.Unlock()
+}
+
+// lexCountTrainings counts the trainings of l from now on.
+func lexCountTrainings(l *Lexical) *atomic.Int64 {
+	var n atomic.Int64
+	lexOnTrain(l, func() { n.Add(1) })
+	return &n
+}
+
 func TestRetrainDoesNotBlockClassify(t *testing.T) {
-	l := NewLexical(&LexicalOptions{Debounce: -1})
-	defer l.Close()
-	src := registrytest.NewSource(lexHelpDeskInternal()...)
-	defer l.Follow(src)()
+	l, src := lexFollowing(t, -1, lexHelpDeskInternal()...)
 	ctx := context.Background()
 	before := l.model.Load()
 	require.NotNil(t, before)
@@ -181,12 +203,10 @@ func TestRetrainDoesNotBlockClassify(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	l.trainMu.Lock()
-	l.onTrain = func() {
+	lexOnTrain(l, func() {
 		once.Do(func() { close(entered) })
 		<-release
-	}
-	l.trainMu.Unlock()
+	})
 	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
 	<-entered
 
@@ -229,14 +249,8 @@ func TestRetrainDoesNotBlockClassify(t *testing.T) {
 }
 
 func TestRetrainCoalescesBursts(t *testing.T) {
-	l := NewLexical(&LexicalOptions{Debounce: 100 * time.Millisecond})
-	defer l.Close()
-	src := registrytest.NewSource(lexHelpDeskInternal()...)
-	defer l.Follow(src)()
-	var trainings atomic.Int64
-	l.trainMu.Lock()
-	l.onTrain = func() { trainings.Add(1) }
-	l.trainMu.Unlock()
+	l, src := lexFollowing(t, 100*time.Millisecond, lexHelpDeskInternal()...)
+	trainings := lexCountTrainings(l)
 	for i := range 50 {
 		src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{
 			Name: "burst", Examples: []string{"burst example", string(rune('a' + i%26))}}})
@@ -270,9 +284,7 @@ func TestCloseStopsTrainer(t *testing.T) {
 	_, err := l.Classify(context.Background(), "set a timer") // in use: changes train at once
 	require.NoError(t, err)
 	entered := make(chan struct{})
-	l.trainMu.Lock()
-	l.onTrain = func() { close(entered) }
-	l.trainMu.Unlock()
+	lexOnTrain(l, func() { close(entered) })
 	l.Apply(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "y", Examples: []string{"y"}}})
 	<-entered
 	require.NoError(t, l.Close())
@@ -313,14 +325,8 @@ func TestVocabularyCap(t *testing.T) {
 // next Classify starts the training and, the last training being quick,
 // waits for it, so "register, then route" sees the new agent.
 func TestLexicalIdleDoesNotRetrain(t *testing.T) {
-	l := NewLexical(&LexicalOptions{Debounce: 5 * time.Millisecond})
-	defer l.Close()
-	src := registrytest.NewSource(lexHelpDeskInternal()...)
-	defer l.Follow(src)()
-	var trainings atomic.Int64
-	l.trainMu.Lock()
-	l.onTrain = func() { trainings.Add(1) }
-	l.trainMu.Unlock()
+	l, src := lexFollowing(t, 5*time.Millisecond, lexHelpDeskInternal()...)
+	trainings := lexCountTrainings(l)
 	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
 	time.Sleep(100 * time.Millisecond) // twenty debounces
 	assert.Zero(t, trainings.Load(), "no training without a Classify")
@@ -335,16 +341,11 @@ func TestLexicalIdleDoesNotRetrain(t *testing.T) {
 
 // A classifier in use learns a change without waiting for a Classify.
 func TestLexicalInUseRetrainsAtOnce(t *testing.T) {
-	l := NewLexical(&LexicalOptions{Debounce: 5 * time.Millisecond})
-	defer l.Close()
-	src := registrytest.NewSource(lexHelpDeskInternal()...)
-	defer l.Follow(src)()
+	l, src := lexFollowing(t, 5*time.Millisecond, lexHelpDeskInternal()...)
 	_, err := l.Classify(context.Background(), "set a timer")
 	require.NoError(t, err)
 	trained := make(chan struct{}, 1)
-	l.trainMu.Lock()
-	l.onTrain = func() { trained <- struct{}{} }
-	l.trainMu.Unlock()
+	lexOnTrain(l, func() { trained <- struct{}{} })
 	src.Emit(registry.Event{Type: registry.EventPut, Agent: registry.Agent{Name: "music", Examples: []string{"play some jazz", "next song"}}})
 	select {
 	case <-trained:
@@ -356,14 +357,8 @@ func TestLexicalInUseRetrainsAtOnce(t *testing.T) {
 // A kick queued while the trainer waited out its debounce (Sync called
 // then) does not make an unused classifier train the changes after.
 func TestLexicalLeftoverKickDoesNotTrain(t *testing.T) {
-	l := NewLexical(&LexicalOptions{Debounce: 50 * time.Millisecond})
-	defer l.Close()
-	src := registrytest.NewSource()
-	defer l.Follow(src)()
-	var trainings atomic.Int64
-	l.trainMu.Lock()
-	l.onTrain = func() { trainings.Add(1) }
-	l.trainMu.Unlock()
+	l, src := lexFollowing(t, 50*time.Millisecond)
+	trainings := lexCountTrainings(l)
 	for _, a := range lexHelpDeskInternal() {
 		src.Emit(registry.Event{Type: registry.EventPut, Agent: a}) // an empty model: the trainer starts its debounce
 	}

@@ -307,10 +307,7 @@ func trainLinear(ctx context.Context, samples []sample, nFeat, nClass int, o sgd
 				row[a.c] -= a.g * v
 			}
 		}
-		if scale < 1e-6 {
-			m.rescale(float32(scale))
-			scale = 1
-		}
+		scale = foldSmallScale(m, scale)
 	}
 	if loop.err != nil {
 		return nil, loop.err
@@ -392,6 +389,21 @@ const gradFloor = 1e-4
 type classGrad struct {
 	c int32
 	g float32
+}
+
+// rescaler is a model trained with the weight-scale trick: its true
+// weights are scale·w, and rescale folds a scale into w.
+type rescaler interface{ rescale(s float32) }
+
+// foldSmallScale folds scale into m's weights once it falls below 1e-6,
+// before float32 loses the weights, and returns the scale to go on with
+// (1 after a fold).
+func foldSmallScale(m rescaler, scale float64) float64 {
+	if scale < 1e-6 {
+		m.rescale(float32(scale))
+		return 1
+	}
+	return scale
 }
 
 func (m *linear) rescale(s float32) {

@@ -200,10 +200,7 @@ func trainSparse(ctx context.Context, samples []sample, kind []uint8, nClass int
 				}
 			}
 		}
-		if scale < 1e-6 {
-			m.rescale(float32(scale))
-			scale = 1
-		}
+		scale = foldSmallScale(m, scale)
 	}
 	if loop.err != nil {
 		return nil, loop.err

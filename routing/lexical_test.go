@@ -149,14 +149,10 @@ func TestLexicalNoAgents(t *testing.T) {
 	_, err = l.Classify(ctx, "hello")
 	assert.ErrorIs(t, err, routing.ErrNoAgents)
 
-	_, err = l.Classify(lexCanceled(), "hello")
-	assert.ErrorIs(t, err, context.Canceled)
-}
-
-func lexCanceled() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	return ctx
+	_, err = l.Classify(canceled, "hello")
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 func TestLexicalNoWords(t *testing.T) {

@@ -69,6 +69,23 @@ func tuneLoad(t testing.TB, name string) []tuneUtterance {
 	return out
 }
 
+// tuneByIntent groups the in-scope utterances of CLINC150 train (all but
+// oos) by intent; intents lists the intents in the order the file has them.
+func tuneByIntent(t testing.TB) (by map[string][]tuneUtterance, intents []string) {
+	t.Helper()
+	by = map[string][]tuneUtterance{}
+	for _, u := range tuneLoad(t, "train.jsonl") {
+		if u.Intent == "oos" {
+			continue
+		}
+		if by[u.Intent] == nil {
+			intents = append(intents, u.Intent)
+		}
+		by[u.Intent] = append(by[u.Intent], u)
+	}
+	return by, intents
+}
+
 // tuneSplit is a train/held-out split of CLINC150 train: per intent, a
 // fixed random fifth (fold 0–4) held out. The 100 oos train utterances are
 // all held out, or with splitOOS half of them (by fold parity), the other
@@ -308,18 +325,7 @@ func TestLexicalTuneSmallCalibration(t *testing.T) {
 // registry), for several coverage weightings.
 func TestLexicalTuneSmallOOS(t *testing.T) {
 	tuneSkip(t)
-	all := tuneLoad(t, "train.jsonl")
-	by := map[string][]tuneUtterance{}
-	var intents []string
-	for _, u := range all {
-		if u.Intent == "oos" {
-			continue
-		}
-		if by[u.Intent] == nil {
-			intents = append(intents, u.Intent)
-		}
-		by[u.Intent] = append(by[u.Intent], u)
-	}
+	by, intents := tuneByIntent(t)
 	type variant struct {
 		idf bool
 		w   float64
@@ -544,18 +550,7 @@ func TestLexicalTuneCoverage(t *testing.T) {
 // display name), and held-out messages: 4 per agent's intent and k from
 // other intents (out of scope for the registry).
 func tuneSmallRegistries(t *testing.T, k, n, trials int, profiles bool) (regs [][]registry.Agent, held [][]tuneUtterance) {
-	all := tuneLoad(t, "train.jsonl")
-	by := map[string][]tuneUtterance{}
-	var intents []string
-	for _, u := range all {
-		if u.Intent == "oos" {
-			continue
-		}
-		if by[u.Intent] == nil {
-			intents = append(intents, u.Intent)
-		}
-		by[u.Intent] = append(by[u.Intent], u)
-	}
+	by, intents := tuneByIntent(t)
 	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
 	for range trials {
 		perm := rng.Perm(len(intents))

@@ -134,6 +134,18 @@ func llmAnswerWith(content string) func(http.ResponseWriter, *http.Request, *llm
 	return func(w http.ResponseWriter, _ *http.Request, _ *llmExchange, _ int) { llmWriteCompletion(w, content) }
 }
 
+// llmFailWhile answers request n with a 500 while failing(n), else with a
+// verdict for billing at 0.9.
+func llmFailWhile(failing func(n int) bool) func(http.ResponseWriter, *http.Request, *llmExchange, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ *llmExchange, n int) {
+		if failing(n) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		llmWriteCompletion(w, llmVerdict("billing", 0.9))
+	}
+}
+
 // llmStubClassifier is a Fallback that records its calls.
 type llmStubClassifier struct {
 	calls atomic.Int32
@@ -479,13 +491,7 @@ func TestLLMRetryAfterBeyondTimeout(t *testing.T) {
 }
 
 func TestLLMServerErrorsRetried(t *testing.T) {
-	f := newLLMFake(t, func(w http.ResponseWriter, _ *http.Request, _ *llmExchange, n int) {
-		if n <= 2 {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		llmWriteCompletion(w, llmVerdict("billing", 0.9))
-	})
+	f := newLLMFake(t, llmFailWhile(func(n int) bool { return n <= 2 }))
 	fb := &llmStubClassifier{}
 	l := newTestLLM(t, f, &LLMOptions{Fallback: fb})
 	c, err := l.Classify(t.Context(), "text")
@@ -497,13 +503,7 @@ func TestLLMServerErrorsRetried(t *testing.T) {
 
 func TestLLMFallbackForThatRequestOnly(t *testing.T) {
 	var healthy atomic.Bool
-	f := newLLMFake(t, func(w http.ResponseWriter, _ *http.Request, _ *llmExchange, _ int) {
-		if !healthy.Load() {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		llmWriteCompletion(w, llmVerdict("billing", 0.9))
-	})
+	f := newLLMFake(t, llmFailWhile(func(int) bool { return !healthy.Load() }))
 	fb := &llmStubClassifier{}
 	l := newTestLLM(t, f, &LLMOptions{Fallback: fb})
 
