@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
 	"github.com/agentmesh/agentmesh/internal/harness/registrytest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
@@ -326,31 +327,20 @@ func TestLexicalNotReady(t *testing.T) {
 }
 
 func TestLexicalStaleAgents(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-	}
+	clock := clocktest.New(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	agents := lexHelpDesk()
 	for i := range agents {
-		agents[i].LastSeen = now
+		agents[i].LastSeen = clock.Now()
 	}
 	agents[2].TTLSeconds = 30 // timer
 	agents[3].TTLSeconds = 30 // the default agent
 	src := registrytest.NewSource(agents...)
-	l := routing.NewLexical(&routing.LexicalOptions{Now: clock, Debounce: time.Hour})
+	l := routing.NewLexical(&routing.LexicalOptions{Now: clock.Now, Debounce: time.Hour})
 	defer l.Close()
 	defer l.Follow(src)()
 	assert.Equal(t, "timer", lexClassify(t, l, "set a timer for 10 minutes").AgentID)
 
-	advance(31 * time.Second) // timer and the default agent are stale
+	clock.Advance(31 * time.Second) // timer and the default agent are stale
 	c := lexClassify(t, l, "set a timer for 10 minutes")
 	assert.NotEqual(t, "timer", c.AgentID)
 	for _, cand := range c.Candidates {
@@ -360,7 +350,7 @@ func TestLexicalStaleAgents(t *testing.T) {
 
 	// A heartbeat revives it at once (no retraining: Debounce is an hour).
 	hb := agents[2]
-	hb.LastSeen = clock()
+	hb.LastSeen = clock.Now()
 	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: hb})
 	assert.Equal(t, "timer", lexClassify(t, l, "set a timer for 10 minutes").AgentID)
 
@@ -371,7 +361,7 @@ func TestLexicalStaleAgents(t *testing.T) {
 	_, err := l.Classify(context.Background(), "set a timer")
 	assert.ErrorIs(t, err, routing.ErrNoAgents, "the default agent is stale too")
 	def := agents[3]
-	def.LastSeen = clock()
+	def.LastSeen = clock.Now()
 	src.Emit(registry.Event{Type: registry.EventHeartbeat, Agent: def})
 	assert.Equal(t, "fallback", lexClassify(t, l, "set a timer").AgentID)
 }
