@@ -81,8 +81,9 @@ func checkA2AContent(t *testing.T, content a2aResult) {
 	}
 }
 
-// a2aContent renders parts as the SPEC result: text concatenated, other
-// parts on lines of their own, one data part alone kept as JSON.
+// a2aContent renders parts as the delegation result of an A2A agent
+// (docs/AGENTS.md#a2a-agents): text concatenated, other parts on lines of
+// their own, one data part alone kept as JSON.
 func TestA2AContent(t *testing.T) {
 	text, data, url := a2a.NewTextPart, a2a.NewDataPart, a2a.NewFileURLPart
 	for _, tc := range []struct {

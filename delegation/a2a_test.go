@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +25,6 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
-	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -213,10 +211,10 @@ func workUntil(release <-chan struct{}) a2aExec {
 	}
 }
 
-// SPEC 4.3: SendMessage over JSON-RPC with A2A-Version 1.0, the task as a
-// text part of a user message whose id is the delegation id, the context
-// as its metadata, the agent's auth and tenant; a Message reply completes
-// the delegation with its text.
+// A2A agents (docs/AGENTS.md#a2a-agents): SendMessage over JSON-RPC with
+// A2A-Version 1.0, the task as a text part of a user message whose id is the
+// delegation id, the context as its metadata, the agent's auth and tenant; a
+// Message reply completes the delegation with its text.
 func TestA2AMessageReply(t *testing.T) {
 	e := newEnv(t, nil)
 	a := newA2ATestAgent(t, replyMessage(a2a.NewTextPart("Budget: "), a2a.NewTextPart("42k EUR")), a2aAgentOpts{})
@@ -284,8 +282,8 @@ func TestA2ARoutedMessageCarriesTheConversation(t *testing.T) {
 	}, m.Metadata)
 }
 
-// SPEC 4.3: auth type header sends <headerName>: <token>, on every request
-// (SendMessage and each GetTask).
+// A2A agents (docs/AGENTS.md#a2a-agents): auth type header sends
+// <headerName>: <token>, on every request (SendMessage and each GetTask).
 func TestA2AHeaderAuthOnEveryRequest(t *testing.T) {
 	e := newEnv(t, nil)
 	release := make(chan struct{})
@@ -306,9 +304,9 @@ func TestA2AHeaderAuthOnEveryRequest(t *testing.T) {
 	}
 }
 
-// SPEC 4.3: a completed task's result is its artifacts' content; a task
-// with no artifacts gives its status message; one data part alone is kept
-// as JSON.
+// A2A agents (docs/AGENTS.md#a2a-agents): a completed task's result is its
+// artifacts' content; a task with no artifacts gives its status message; one
+// data part alone is kept as JSON.
 func TestA2ACompletedTask(t *testing.T) {
 	e := newEnv(t, nil)
 	for i, tc := range []struct {
@@ -334,7 +332,8 @@ func TestA2ACompletedTask(t *testing.T) {
 	}
 }
 
-// SPEC 4.3: a task left working is polled with GetTask until it is final.
+// A2A agents (docs/AGENTS.md#a2a-agents): a task left working is polled with
+// GetTask until it is final.
 func TestA2AWorkingTaskPolled(t *testing.T) {
 	e := newEnv(t, nil)
 	release := make(chan struct{})
@@ -354,9 +353,9 @@ func TestA2AWorkingTaskPolled(t *testing.T) {
 	assert.LessOrEqual(t, a.count("GetTask"), 6)
 }
 
-// SPEC 4.3: input-required ends the delegation completed, with the
-// agent's question as the result and needsInput on the record (also in
-// the store); auth-required is treated the same.
+// A2A agents (docs/AGENTS.md#a2a-agents): input-required ends the delegation
+// completed, with the agent's question as the result and needsInput on the
+// record (also in the store); auth-required is treated the same.
 func TestA2AInputRequired(t *testing.T) {
 	e := newEnv(t, nil)
 	e.register(newA2ATestAgent(t, endTask(a2a.TaskStateInputRequired, "Which cost center?"), a2aAgentOpts{}).record("asks"))
@@ -385,8 +384,8 @@ func TestA2AInputRequired(t *testing.T) {
 	assert.Contains(t, string(got.Result), "needs more input")
 }
 
-// SPEC 4.3: a polled task that ends in input-required also sets
-// needsInput.
+// A2A agents (docs/AGENTS.md#a2a-agents): a polled task that ends in
+// input-required also sets needsInput.
 func TestA2AInputRequiredAfterPolling(t *testing.T) {
 	e := newEnv(t, nil)
 	release := make(chan struct{})
@@ -413,8 +412,8 @@ func TestA2AInputRequiredAfterPolling(t *testing.T) {
 	assert.JSONEq(t, `"Which year?"`, string(got.Result))
 }
 
-// SPEC 4.3: failed, rejected and canceled tasks fail the delegation with
-// the agent's status message; nothing is retried.
+// A2A agents (docs/AGENTS.md#a2a-agents): failed, rejected and canceled tasks
+// fail the delegation with the agent's status message; nothing is retried.
 func TestA2AFailedTask(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, tc := range []struct {
@@ -442,8 +441,9 @@ func TestA2AFailedTask(t *testing.T) {
 	assert.Empty(t, e.sleeps.all())
 }
 
-// SPEC 4: an agent that is down (connection refused) is retried twice,
-// then failed agent_unreachable with attempts 3.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): an agent that is
+// down (connection refused) is retried twice, then failed agent_unreachable
+// with attempts 3.
 func TestA2AAgentDown(t *testing.T) {
 	e := newEnv(t, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -460,36 +460,26 @@ func TestA2AAgentDown(t *testing.T) {
 	assert.Len(t, e.sleeps.all(), 2)
 }
 
-// SPEC 2.3/4.3: the endpoint policy is enforced at dial time, for a name
-// that resolves to a private address too; nothing reaches the agent and
-// the refusal is not retried.
+// Outbound calls (docs/SECURITY.md#outbound-calls-ssrf): the endpoint policy
+// is enforced at dial time, for a name that resolves to a private address
+// too; nothing reaches the agent and the refusal is not retried.
 func TestA2AEndpointPolicyAtDialTime(t *testing.T) {
 	a := newA2ATestAgent(t, replyMessage(a2a.NewTextPart("should not be here")), a2aAgentOpts{})
 	port := a.srv.Listener.Addr().(*net.TCPAddr).Port
-	policy, err := netguard.NewPolicy(netguard.Options{}) // private refused
-	require.NoError(t, err)
-	var lookups counter
-	client := policy.NewClient(&netguard.ClientOptions{
-		LookupIP: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			lookups.n.Add(1)
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil // the test agent
-		},
-	})
+	client, lookups := loopbackPolicyClient(t)
 	e := newEnv(t, &delegation.Options{HTTPClient: client})
 	e.register(registry.Agent{Name: "sneaky", Description: "d", Protocol: registry.ProtocolA2A,
 		Endpoint: fmt.Sprintf("http://agent.example.com:%d/", port)})
 
 	got := e.delegate(delegation.Request{Target: "sneaky", Task: "t"})
-	assert.Equal(t, delegation.StatusFailed, got.Status)
-	assert.Equal(t, delegation.CodeEndpointNotAllowed, got.Code)
-	assert.Contains(t, got.Error, "loopback")
-	assert.Equal(t, 1, got.Attempts)
+	assertRefusedAtDialTime(t, got)
 	assert.Empty(t, a.allRequests(), "the refused address was contacted")
 	assert.Equal(t, 1, lookups.get())
 }
 
-// SPEC 4: the delegation deadline ends a task left working: timeout, with
-// the agent polled meanwhile and the task sent once.
+// Deadlines (docs/AGENTS.md#when-your-agent-is-slow-or-fails): the delegation
+// deadline ends a task left working: timeout, with the agent polled meanwhile
+// and the task sent once.
 func TestA2ADeadlineWhileWorking(t *testing.T) {
 	e := newEnv(t, nil)
 	release := make(chan struct{})
@@ -508,8 +498,9 @@ func TestA2ADeadlineWhileWorking(t *testing.T) {
 	assert.GreaterOrEqual(t, a.count("GetTask"), 1)
 }
 
-// SPEC 4: HTTP 503 (with Retry-After) is retried; other statuses,
-// redirects and JSON-RPC errors are not.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): HTTP 503 (with
+// Retry-After) is retried; other statuses, redirects and JSON-RPC errors are
+// not.
 func TestA2AErrorReplies(t *testing.T) {
 	e := newEnv(t, nil)
 	type reply struct {
@@ -629,7 +620,8 @@ func TestA2APollFailures(t *testing.T) {
 	assert.Equal(t, 4, gone.count("GetTask"))
 }
 
-// SPEC 4: an agent reply over 4 MiB fails with response_too_large.
+// Input limits (docs/SECURITY.md#input): an agent reply over 4 MiB fails with
+// response_too_large.
 func TestA2AReplyTooLarge(t *testing.T) {
 	e := newEnv(t, nil)
 	big := strings.Repeat("a", delegation.MaxResultBytes+1)
@@ -688,8 +680,9 @@ func TestA2ATransportDirect(t *testing.T) {
 	assert.Equal(t, 1, a.count("SendMessage"), "refused sends reach no agent")
 }
 
-// End to end (SPEC 4.3): an agent imported from its Agent Card (served by
-// a2a-go) is delegated to through its card's JSON-RPC interface.
+// End to end (docs/AGENTS.md#a2a-agents): an agent imported from its Agent
+// Card (served by a2a-go) is delegated to through its card's JSON-RPC
+// interface.
 func TestA2AImportedCardEndToEnd(t *testing.T) {
 	e := newEnv(t, nil)
 	a := newA2ATestAgent(t, endTask(a2a.TaskStateCompleted, "", []*a2a.Part{a2a.NewTextPart("42 widgets")}), a2aAgentOpts{})

@@ -30,10 +30,11 @@ func asyncAgent(e *env, name string) <-chan taskRequest {
 	return got
 }
 
-// SPEC 4.1 + 4.4: 202 → accepted; the callback URL is under the public URL
-// with a ≥128-bit single-use secret of which only the SHA-256 is stored;
-// the accepted record is durable before Delegate returns; the callback
-// completes it; Wait returns it.
+// Async agents (docs/AGENTS.md#async-agents-202-and-the-callback): 202 →
+// accepted; the callback URL is under the public URL with a ≥128-bit
+// single-use secret of which only the SHA-256 is stored; the accepted record
+// is durable before Delegate returns; the callback completes it; Wait returns
+// it.
 func TestAsyncCallbackRoundTrip(t *testing.T) {
 	e := newEnv(t, nil)
 	got := asyncAgent(e, "slowpoke")
@@ -109,8 +110,9 @@ func TestAsyncCallbackWorkflowFields(t *testing.T) {
 	assert.Nil(t, e.stored(rec.ID).Response, "no workflow fields: no response")
 }
 
-// SPEC 4.1: callback errors: 401 wrong/missing secret, 404 unknown id, 400
-// bad status or body (after authentication), 409 already final.
+// Async agents (docs/AGENTS.md#async-agents-202-and-the-callback): callback
+// errors: 401 wrong/missing secret, 404 unknown id, 400 bad status or body
+// (after authentication), 409 already final.
 func TestAsyncCallbackErrors(t *testing.T) {
 	e := newEnv(t, nil)
 	got := asyncAgent(e, "a")
@@ -161,8 +163,9 @@ func TestAsyncCallbackErrors(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, code)
 }
 
-// SPEC 4.1: a callback whose body is over the result cap → 413, and the
-// delegation fails with response_too_large.
+// Async agents (docs/AGENTS.md#async-agents-202-and-the-callback): a callback
+// whose body is over the result cap → 413, and the delegation fails with
+// response_too_large.
 func TestAsyncCallbackTooLarge(t *testing.T) {
 	e := newEnv(t, nil)
 	got := asyncAgent(e, "a")
@@ -175,8 +178,9 @@ func TestAsyncCallbackTooLarge(t *testing.T) {
 	assert.Equal(t, delegation.CodeResponseTooLarge, r.Code)
 }
 
-// SPEC 4.1: an async delegation with no callback by its deadline becomes
-// timeout; a late callback then gets 409 and never overturns it.
+// Async agents (docs/AGENTS.md#async-agents-202-and-the-callback): an async
+// delegation with no callback by its deadline becomes timeout; a late
+// callback then gets 409 and never overturns it.
 func TestAsyncDeadlineThenLateCallback(t *testing.T) {
 	e := newEnv(t, nil)
 	got := asyncAgent(e, "a")
@@ -223,7 +227,8 @@ func tokenOf(t *testing.T, cb string) string {
 	return u.Query().Get("token")
 }
 
-// SPEC 4: cancel an accepted delegation → canceled; its callback → 409.
+// Cancel (docs/API.md#delegations): cancel an accepted delegation → canceled;
+// its callback → 409.
 func TestAsyncCancel(t *testing.T) {
 	e := newEnv(t, nil)
 	got := asyncAgent(e, "a")
@@ -253,8 +258,8 @@ func TestAsyncCancel(t *testing.T) {
 	assert.ErrorIs(t, err, delegation.ErrNotFound)
 }
 
-// SPEC 4: cancel a running (sync) delegation: its request is aborted and
-// the record is canceled.
+// Cancel (docs/API.md#delegations): cancel a running (sync) delegation: its
+// request is aborted and the record is canceled.
 func TestCancelRunning(t *testing.T) {
 	e := newEnv(t, nil)
 	started := make(chan string, 1)
@@ -330,8 +335,9 @@ func TestAsyncAgentAnswersAtOnce(t *testing.T) {
 	assert.Equal(t, delegation.StatusFailed, r.Status)
 }
 
-// SPEC 4.4: the record of an async delegation must be durable before the
-// task is sent: if the store refuses it, nothing is sent.
+// Records (docs/API.md#delegations): the record of an async delegation must
+// be durable before the task is sent: if the store refuses it, nothing is
+// sent.
 func TestAsyncStoreDownSendsNothing(t *testing.T) {
 	e := newEnv(t, nil)
 	var calls counter
@@ -371,9 +377,9 @@ func TestSyncRequestAccepted(t *testing.T) {
 	assert.JSONEq(t, `1`, string(r.Result))
 }
 
-// SPEC 4.4: Wait returns when the record is final, woken locally (no
-// polling: the poll interval is an hour here); with a done ctx it returns
-// the record as it is, with ctx's error.
+// Waiting (docs/API.md#delegations): Wait returns when the record is final,
+// woken locally (no polling: the poll interval is an hour here); with a done
+// ctx it returns the record as it is, with ctx's error.
 func TestWait(t *testing.T) {
 	e := newEnv(t, &delegation.Options{WaitPollInterval: time.Hour})
 	got := asyncAgent(e, "a")

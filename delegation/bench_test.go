@@ -28,18 +28,22 @@ type benchMesh struct {
 	http   *http.Client
 }
 
+// newBenchAgent starts a local agent that answers every task at once with
+// a small JSON result, and closes it when b ends.
+func newBenchAgent(b *testing.B) *httptest.Server {
+	b.Helper()
+	agent := httptest.NewServer(ok(`{"result":{"budget":1200000,"costCenter":"ENG-42"}}`))
+	b.Cleanup(agent.Close)
+	return agent
+}
+
 func newBenchMesh(b *testing.B) *benchMesh { return newBenchMeshWith(b, true) }
 
 // newBenchMeshWith keeps records in bbolt, or in memory when bolt is false.
 func newBenchMeshWith(b *testing.B, bolt bool) *benchMesh {
 	b.Helper()
 	ctx := context.Background()
-	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"result":{"budget":1200000,"costCenter":"ENG-42"}}`)
-	}))
-	b.Cleanup(agent.Close)
+	agent := newBenchAgent(b)
 
 	var records delegation.Store = memstore.New()
 	if bolt {

@@ -10,13 +10,13 @@ import (
 // maxBatch caps the records of one PutDelegations call.
 const maxBatch = 1000
 
-// committer writes the records of synchronous delegations to the store in
-// the background, off the delegations' critical path (SPEC 4.4: durable
-// within 10 ms of the reply). One goroutine takes everything queued,
-// writes it with one PutDelegations call (one commit) and starts over, so
-// the batch size follows the load: a lone record is written at once, and
-// records that arrive during a commit share the next one. Only the latest
-// version of a record is queued.
+// committer writes the records of synchronous delegations to the store in the
+// background, off the delegations' critical path (a sync delegation's record
+// is durable within 10 ms of the reply, docs/API.md#delegations). One
+// goroutine takes everything queued, writes it with one PutDelegations call
+// (one commit) and starts over, so the batch size follows the load: a lone
+// record is written at once, and records that arrive during a commit share
+// the next one. Only the latest version of a record is queued.
 type committer struct {
 	store   Store
 	log     *slog.Logger

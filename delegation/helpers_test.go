@@ -7,14 +7,17 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
@@ -220,6 +223,35 @@ func (c *counter) wrap(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (c *counter) get() int { return int(c.n.Load()) }
+
+// loopbackPolicyClient returns a client whose endpoint policy refuses
+// private addresses and whose resolver answers every name with 127.0.0.1
+// (where the test agent listens), and the count of its lookups: a public
+// name that resolves to a loopback address, which the policy must refuse
+// at dial time.
+func loopbackPolicyClient(t *testing.T) (*http.Client, *counter) {
+	t.Helper()
+	policy, err := netguard.NewPolicy(netguard.Options{}) // private refused
+	require.NoError(t, err)
+	lookups := new(counter)
+	client := policy.NewClient(&netguard.ClientOptions{
+		LookupIP: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			lookups.n.Add(1)
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+	})
+	return client, lookups
+}
+
+// assertRefusedAtDialTime checks that rec failed with endpoint_not_allowed
+// for a loopback address after a single attempt: a refusal is not retried.
+func assertRefusedAtDialTime(t *testing.T, rec delegation.Record) {
+	t.Helper()
+	assert.Equal(t, delegation.StatusFailed, rec.Status)
+	assert.Equal(t, delegation.CodeEndpointNotAllowed, rec.Code)
+	assert.Contains(t, rec.Error, "loopback")
+	assert.Equal(t, 1, rec.Attempts)
+}
 
 // recordLog is an OnRecord hook that keeps the records it is told of.
 type recordLog struct {

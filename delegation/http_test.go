@@ -24,7 +24,8 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
-// SPEC 4.1: the request of the http transport, headers and body.
+// The request (docs/AGENTS.md#the-request): the request of the http
+// transport, headers and body.
 func TestHTTPRequestContract(t *testing.T) {
 	e := newEnv(t, nil)
 	type seen struct {
@@ -70,7 +71,8 @@ func TestHTTPRequestContract(t *testing.T) {
 	assert.NotNil(t, rec.FinishedAt)
 }
 
-// SPEC 4.1: auth type header sends <headerName>: <token>.
+// The request (docs/AGENTS.md#the-request): auth type header sends
+// <headerName>: <token>.
 func TestHTTPHeaderAuth(t *testing.T) {
 	e := newEnv(t, nil)
 	got := make(chan http.Header, 1)
@@ -87,8 +89,9 @@ func TestHTTPHeaderAuth(t *testing.T) {
 	assert.Empty(t, h.Get("Authorization"))
 }
 
-// SPEC 4.1: 200 → completed, result = body.result if the body is a JSON
-// object with that key, else the whole JSON body; non-JSON → string.
+// The reply (docs/AGENTS.md#the-reply): 200 → completed, result = body.result
+// if the body is a JSON object with that key, else the whole JSON body;
+// non-JSON → string.
 func TestHTTPResultInterpretation(t *testing.T) {
 	e := newEnv(t, nil)
 	for i, tc := range []struct{ body, want string }{
@@ -111,8 +114,9 @@ func TestHTTPResultInterpretation(t *testing.T) {
 	}
 }
 
-// SPEC 4.1: any status other than 200/202 → failed "agent returned
-// <status>: <first 1 KiB of body>", not retried unless 429/502/503/504.
+// The reply (docs/AGENTS.md#the-reply): any status other than 200/202 →
+// failed "agent returned <status>: <first 1 KiB of body>", not retried unless
+// 429/502/503/504.
 func TestHTTPErrorStatus(t *testing.T) {
 	e := newEnv(t, nil)
 	long := strings.Repeat("x", 3000)
@@ -143,7 +147,8 @@ func TestHTTPErrorStatus(t *testing.T) {
 	assert.Empty(t, e.sleeps.all())
 }
 
-// SPEC 4: outbound requests never follow redirects; a 3xx is a failure.
+// Redirects (docs/AGENTS.md#when-your-agent-is-slow-or-fails): outbound
+// requests never follow redirects; a 3xx is a failure.
 func TestHTTPRedirectIsFailure(t *testing.T) {
 	e := newEnv(t, nil)
 	var followed counter
@@ -193,7 +198,7 @@ func TestHTTPReplyTooLarge(t *testing.T) {
 }
 
 // Bad input: an agent answering garbage instead of HTTP → bad_response;
-// garbage inside a 200 is a string result (SPEC 4.1).
+// garbage inside a 200 is a string result (docs/AGENTS.md#the-reply).
 func TestHTTPGarbage(t *testing.T) {
 	e := newEnv(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -244,35 +249,26 @@ func TestHTTPAgentDown(t *testing.T) {
 	assert.Len(t, e.sleeps.all(), 2)
 }
 
-// SPEC 2.3 at dial time: a name that resolves to a private address with
-// the policy on → endpoint_not_allowed, never retried, agent not called.
+// Outbound calls (docs/SECURITY.md#outbound-calls-ssrf), at dial time: a name
+// that resolves to a private address with the policy on →
+// endpoint_not_allowed, never retried, agent not called.
 func TestHTTPEndpointPolicyAtDialTime(t *testing.T) {
 	var calls counter
 	srv := httptest.NewServer(calls.wrap(ok(`{"result":1}`)))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	policy, err := netguard.NewPolicy(netguard.Options{}) // private refused
-	require.NoError(t, err)
-	var lookups counter
-	client := policy.NewClient(&netguard.ClientOptions{
-		LookupIP: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			lookups.n.Add(1)
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil // the httptest server
-		},
-	})
+	client, lookups := loopbackPolicyClient(t)
 	e := newEnv(t, &delegation.Options{HTTPClient: client})
 	e.register(registry.Agent{Name: "sneaky", Endpoint: fmt.Sprintf("http://agent.example.com:%d/task", port)})
 
 	rec := e.delegate(delegation.Request{Target: "sneaky", Task: "t"})
-	assert.Equal(t, delegation.StatusFailed, rec.Status)
-	assert.Equal(t, delegation.CodeEndpointNotAllowed, rec.Code)
-	assert.Contains(t, rec.Error, "loopback")
-	assert.Equal(t, 1, rec.Attempts)
+	assertRefusedAtDialTime(t, rec)
 	assert.Zero(t, calls.get(), "the refused address was contacted")
 	assert.Equal(t, 1, lookups.get())
 }
 
-// SPEC 4: a DNS failure is retried like a refused connection.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): a DNS failure is
+// retried like a refused connection.
 func TestHTTPDNSFailureRetried(t *testing.T) {
 	var lookups counter
 	client := (*netguard.Policy)(nil).NewClient(&netguard.ClientOptions{

@@ -26,8 +26,8 @@ func (e *env) inprocess(name string, h delegation.Handler) {
 	require.Equal(e.t, "inprocess:"+name, a.Endpoint)
 }
 
-// SPEC 1 / issue item 5: a Go handler answers an inprocess agent, with the
-// same records and context as any agent.
+// In-process agents (docs/AGENTS.md#in-process-agents): a Go handler answers
+// an inprocess agent, with the same records and context as any agent.
 func TestInProcessHandler(t *testing.T) {
 	eng := discovery.New(nil)
 	e := newEnv(t, &delegation.Options{Discovery: eng})

@@ -30,8 +30,8 @@ func refused(t *testing.T, e *env, calls *counter, req delegation.Request, want 
 	assert.Zero(t, e.store.len(), "a refused request left a record")
 }
 
-// SPEC 4: depth ≥ MaxDepth (5) is refused before sending; the mesh sends
-// depth+1.
+// Delegation limits (docs/API.md#delegations): depth ≥ MaxDepth (5) is
+// refused before sending; the mesh sends depth+1.
 func TestLimitDepth(t *testing.T) {
 	e := newEnv(t, nil)
 	var calls counter
@@ -68,9 +68,9 @@ func TestLimitMaxDepthOption(t *testing.T) {
 		Context: map[string]any{"depth": 1}}).Status)
 }
 
-// SPEC 4: delegating to an agent already on context.chain is refused
-// (delegation_cycle) before sending; so is delegating to oneself. The mesh
-// appends the source agent to the chain.
+// Delegation limits (docs/API.md#delegations): delegating to an agent already
+// on context.chain is refused (delegation_cycle) before sending; so is
+// delegating to oneself. The mesh appends the source agent to the chain.
 func TestLimitCycle(t *testing.T) {
 	e := newEnv(t, nil)
 	var calls counter
@@ -95,8 +95,9 @@ func TestLimitCycle(t *testing.T) {
 	assert.Equal(t, "v", tr.Context["k"])
 }
 
-// SPEC 6 (POST /v1/delegate): unknown name → not_found; no match →
-// no_match; a required resource not covered → resource_not_covered.
+// POST /v1/delegate (docs/API.md#delegations, codes in docs/API.md#errors):
+// unknown name → not_found; no match → no_match; a required resource not
+// covered → resource_not_covered.
 func TestResolve(t *testing.T) {
 	eng := discovery.New(nil)
 	e := newEnv(t, &delegation.Options{Discovery: eng})

@@ -9,7 +9,8 @@ import (
 	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
-// Status is the state of a delegation (SPEC 4).
+// Status is the state of a delegation (docs/API.md#delegations). A final
+// status stays final: a late callback cannot overturn it.
 //
 //	pending → running → completed | failed | timeout | canceled
 //	running → accepted (async) → completed | failed | timeout | canceled
@@ -55,9 +56,9 @@ type AgentResponse struct {
 	WorkflowState    map[string]any `json:"workflow_state,omitempty"`
 }
 
-// Record is the persisted delegation record of SPEC 4.4. Its JSON form is
-// the wire form of the HTTP API and the MCP tools, except SecretHash, which
-// [Record.Public] clears.
+// Record is the persisted delegation record (docs/API.md#delegations). Its
+// JSON form is the wire form of the HTTP API and the MCP tools, except
+// SecretHash, which [Record.Public] clears.
 type Record struct {
 	ID          string          `json:"id"`
 	SourceAgent string          `json:"sourceAgent,omitempty"`

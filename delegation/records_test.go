@@ -18,10 +18,10 @@ import (
 	"github.com/agentmesh/agentmesh/delegation"
 )
 
-// SPEC 4.4: a sync delegation's records go through a background group
-// commit: the reply does not wait for the store, and the final record is
-// durable soon after (the spec's bound is 10 ms; the test allows for a
-// loaded CI machine on the worst run, and checks the median).
+// Records (docs/API.md#delegations): a sync delegation's records go through a
+// background group commit: the reply does not wait for the store, and the
+// final record is durable soon after (the documented bound is 10 ms; the test
+// allows for a loaded CI machine on the worst run, and checks the median).
 func TestSyncRecordGroupCommit(t *testing.T) {
 	s := newMemStore()
 	var mu sync.Mutex
@@ -108,8 +108,8 @@ func TestRunningRecordIsWritten(t *testing.T) {
 	assert.Equal(t, delegation.StatusCompleted, e.stored(id).Status)
 }
 
-// SPEC 4.4: after a restart, records found running become failed with
-// code interrupted; accepted ones keep their deadlines.
+// Records (docs/API.md#delegations): after a restart, records found running
+// become failed with code interrupted; accepted ones keep their deadlines.
 func TestRecoveryOnStart(t *testing.T) {
 	s := newMemStore()
 	now := time.Now()
@@ -150,8 +150,8 @@ func TestRescanFindsOtherReplicas(t *testing.T) {
 	assert.Equal(t, delegation.StatusTimeout, e.stored("other").Status)
 }
 
-// SPEC 4.4: retention by age (7 days) and count (100,000) through
-// PruneDelegations, at start and periodically.
+// Records (docs/API.md#delegations): retention by age (7 days) and count
+// (100,000) through PruneDelegations, at start and periodically.
 func TestRetention(t *testing.T) {
 	s := newMemStore()
 	now := time.Now()
@@ -188,7 +188,8 @@ func TestRetention(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// SPEC 4.4: listing is newest first with limit, offset, status and target.
+// Listing (docs/API.md#delegations, docs/API.md#pagination): listing is
+// newest first with limit, offset, status and target.
 func TestList(t *testing.T) {
 	e := newEnv(t, nil)
 	e.agentServer("good", ok(`{}`))

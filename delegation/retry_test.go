@@ -54,8 +54,9 @@ func result(v string) func(w http.ResponseWriter) {
 	return func(w http.ResponseWriter) { _, _ = io.WriteString(w, `{"result":`+v+`}`) }
 }
 
-// SPEC 4: 502, 503 and 504 are retried, at most twice, with the same
-// delegation id, after an exponential backoff with jitter from 200 ms.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): 502, 503 and 504
+// are retried, at most twice, with the same delegation id, after an
+// exponential backoff with jitter from 200 ms.
 func TestRetryGatewayErrorsThenSuccess(t *testing.T) {
 	for _, code := range []int{502, 503, 504} {
 		e := newEnv(t, nil)
@@ -73,7 +74,8 @@ func TestRetryGatewayErrorsThenSuccess(t *testing.T) {
 	}
 }
 
-// SPEC 4: 503 three times → failed after attempts=3 (2 retries at most).
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): 503 three times
+// → failed after attempts=3 (2 retries at most).
 func TestRetry503ExhaustsRetries(t *testing.T) {
 	e := newEnv(t, nil)
 	s := &script{steps: []func(http.ResponseWriter){status(503)}}
@@ -87,7 +89,8 @@ func TestRetry503ExhaustsRetries(t *testing.T) {
 	assert.Len(t, e.sleeps.all(), 2)
 }
 
-// SPEC 4: other statuses are never retried (500 in particular).
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): other statuses
+// are never retried (500 in particular).
 func TestRetryNot500(t *testing.T) {
 	e := newEnv(t, nil)
 	s := &script{steps: []func(http.ResponseWriter){status(500), result(`1`)}}
@@ -99,7 +102,8 @@ func TestRetryNot500(t *testing.T) {
 	assert.Empty(t, e.sleeps.all())
 }
 
-// SPEC 4: 429 is retried after the agent's Retry-After.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): 429 is retried
+// after the agent's Retry-After.
 func TestRetry429HonoursRetryAfter(t *testing.T) {
 	e := newEnv(t, nil)
 	s := &script{steps: []func(http.ResponseWriter){status(429, "Retry-After", "3"), result(`"ok"`)}}
@@ -117,8 +121,9 @@ func TestRetry429HonoursRetryAfter(t *testing.T) {
 	assert.Len(t, e.sleeps.all(), 2)
 }
 
-// SPEC 4: Retry-After is honoured only up to the remaining deadline: a
-// retry that could not finish in time is not attempted.
+// Retries (docs/AGENTS.md#when-your-agent-is-slow-or-fails): Retry-After is
+// honoured only up to the remaining deadline: a retry that could not finish
+// in time is not attempted.
 func TestRetry429BeyondDeadline(t *testing.T) {
 	e := newEnv(t, nil)
 	s := &script{steps: []func(http.ResponseWriter){status(429, "Retry-After", "120"), result(`"ok"`)}}
@@ -164,10 +169,10 @@ func TestRetryAfterParsing(t *testing.T) {
 	}
 }
 
-// SPEC 4 + 5.5: the breaker wraps all attempts of a delegation as one
-// outcome; after 5 failed delegations it opens, and the next delegation
-// fails at once with agent_unavailable and the half-open time, without
-// calling the agent.
+// Circuit breakers (docs/API.md#circuit-breakers): the breaker wraps all
+// attempts of a delegation as one outcome; after 5 failed delegations it
+// opens, and the next delegation fails at once with agent_unavailable and the
+// half-open time, without calling the agent.
 func TestBreakerOpensAndRefuses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var mu sync.Mutex

@@ -135,7 +135,8 @@ func (f ListFilter) StatusSet() (statuses []Status, none bool) {
 	return nil, false
 }
 
-// Page sizes of record listings (SPEC 4.4).
+// Page sizes of record listings (docs/API.md#pagination): a Limit of zero or
+// less means DefaultListLimit, and a larger one is capped at MaxListLimit.
 const (
 	DefaultListLimit = 50
 	MaxListLimit     = 500

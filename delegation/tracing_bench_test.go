@@ -2,9 +2,6 @@ package delegation_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -35,12 +32,7 @@ func BenchmarkDelegateTracing(b *testing.B) {
 	}{{"tracing=off", false}, {"tracing=on", true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
-			agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = io.WriteString(w, `{"result":{"budget":1200000,"costCenter":"ENG-42"}}`)
-			}))
-			b.Cleanup(agent.Close)
+			agent := newBenchAgent(b)
 			reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
 			if err != nil {
 				b.Fatal(err)

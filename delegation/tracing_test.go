@@ -84,8 +84,9 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return m
 }
 
-// requireNoText fails if any span's name, attributes or status quotes one
-// of texts (SPEC 10, 11: lengths only).
+// requireNoText fails if any span's name, attributes or status quotes one of
+// texts (spans carry lengths only, never task or reply text:
+// docs/OPERATIONS.md#tracing).
 func (tr *tracer) requireNoText(t *testing.T, texts ...string) {
 	t.Helper()
 	for _, s := range tr.sr.Ended() {
@@ -135,9 +136,9 @@ func (l *headerLog) get() []http.Header {
 	return append([]http.Header(nil), l.all...)
 }
 
-// SPEC 11: a delegation is a span with one client span per attempt under
-// it, in the caller's trace; the agent gets a traceparent naming the
-// attempt's span, and no span carries the task's text.
+// Tracing (docs/OPERATIONS.md#tracing): a delegation is a span with one
+// client span per attempt under it, in the caller's trace; the agent gets a
+// traceparent naming the attempt's span, and no span carries the task's text.
 func TestTracingDelegationHTTP(t *testing.T) {
 	tr := newTracer(t)
 	e := newEnv(t, tr.options())
@@ -254,8 +255,9 @@ func TestTracingRetriesAndFailures(t *testing.T) {
 	tr.requireNoText(t, secretTask)
 }
 
-// SPEC 11: every request of an MCP delegation carries the trace context:
-// the handshake and the tools/call, whose parent is the attempt's span.
+// Tracing (docs/OPERATIONS.md#tracing): every request of an MCP delegation
+// carries the trace context: the handshake and the tools/call, whose parent
+// is the attempt's span.
 func TestTracingDelegationMCP(t *testing.T) {
 	tr := newTracer(t)
 	e := newEnv(t, tr.options())
@@ -315,8 +317,8 @@ func drain(ch chan string) string {
 	}
 }
 
-// SPEC 11: the A2A transport sends the trace context with SendMessage and
-// with every GetTask of a task it polls.
+// Tracing (docs/OPERATIONS.md#tracing): the A2A transport sends the trace
+// context with SendMessage and with every GetTask of a task it polls.
 func TestTracingDelegationA2A(t *testing.T) {
 	tr := newTracer(t)
 	e := newEnv(t, tr.options())
