@@ -1,4 +1,4 @@
-// Package a2aserver is the A2A front-end of the mesh (SPEC 4.3): a
+// Package a2aserver is the A2A front-end of the mesh (docs/API.md#a2a): a
 // [net/http.Handler] serving the A2A 1.0 JSON-RPC binding, built on the
 // A2A Go SDK's request handler ([a2asrv]), so that an A2A client can use
 // the whole mesh as one agent. The mesh's Agent Card
@@ -34,14 +34,14 @@
 //
 // Delegation is the default: the text is the task, and it goes to the
 // named target or to the best-matching agent, exactly as POST /v1/delegate
-// with targetName or query (SPEC 4); a delegation record is written, and
-// its id is the task's agentmesh/delegationId metadata. The context is the
+// with targetName or query (docs/API.md#delegations); a delegation record
+// is written, and its id is the task's agentmesh/delegationId metadata. The context is the
 // rest of the metadata because that is where the mesh's own A2A transport
 // (delegation.A2ATransport) puts a delegation's context: its depth and
 // chain count the hops, so a mesh registered as an a2a agent of another
 // continues the count, and meshes that delegate to each other stop at the
 // depth limit (depth_exceeded) instead of looping. Discovery treats the
-// text as the query (SPEC 3).
+// text as the query, as GET /v1/discover does (docs/API.md#discovery).
 //
 // # Tasks
 //
@@ -52,9 +52,9 @@
 //   - delegation completed: state completed, with an artifact "result"
 //     holding the agent's result — a text part for a JSON string, a data
 //     part for any other JSON value (none for an empty result);
-//   - the agent asked a question (an A2A agent in input-required, SPEC
-//     4.3): state input-required, the question as the status message. A
-//     message with that taskId answers it: its text goes, as a new
+//   - the agent asked a question (an A2A agent in input-required,
+//     docs/AGENTS.md#a2a-agents): state input-required, the question as
+//     the status message. A message with that taskId answers it: its text goes, as a new
 //     delegation, to the same agent, with the delegation id of the
 //     question under the context key "inReplyTo";
 //   - delegation refused or failed (no_match, not_found, depth_exceeded,

@@ -47,7 +47,7 @@ type env struct {
 	got []agentTask // what the agents received
 }
 
-// agentTask is a task an agent received (SPEC 4.1).
+// agentTask is the POST /task body an agent received (docs/AGENTS.md#the-request).
 type agentTask struct {
 	Agent        string         `json:"-"`
 	DelegationID string         `json:"delegationId"`

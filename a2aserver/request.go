@@ -58,7 +58,8 @@ const (
 	// MetaTargetAgent is the agent the task was delegated to; a reply to
 	// an input-required task goes to it.
 	MetaTargetAgent = "agentmesh/targetAgent"
-	// MetaCode is the SPEC error code of a failed task.
+	// MetaCode is the error code of a failed task, one of the HTTP API's
+	// codes (docs/API.md#errors).
 	MetaCode = "agentmesh/code"
 )
 
@@ -253,7 +254,7 @@ func metaInt(meta map[string]any, key string, lo, hi int64) (int64, error) {
 }
 
 // invalidParams is a JSON-RPC invalid params error whose message starts
-// with the SPEC code and whose details carry it.
+// with the error code (docs/API.md#errors) and whose details carry it.
 func invalidParams(format string, args ...any) error {
 	return codedError(a2a.ErrInvalidParams, apierr.CodeInvalidArgument, fmt.Sprintf(format, args...))
 }

@@ -35,8 +35,8 @@ const (
 	OpCancelTask = "tasks.cancel"        // CancelTask
 )
 
-// RequiredScope returns the HTTP API token scope (SPEC 6) an operation
-// needs — "read" for discovery and reading tasks, "delegate" for
+// RequiredScope returns the HTTP API token scope an operation needs
+// (docs/API.md#authentication) — "read" for discovery and reading tasks, "delegate" for
 // delegating and cancelling — or "" for a string that is not one of the
 // operations. A host mounting the handler behind the HTTP API's
 // authentication checks it in Options.Authorize.

@@ -139,8 +139,8 @@ func TestDiscoverSkill(t *testing.T) {
 }
 
 // TestDelegateFailures: a delegation the library refuses, or that runs and
-// fails, ends the task failed with its SPEC code in the status message's
-// text and in the metadata.
+// fails, ends the task failed with its error code (docs/API.md#errors) in
+// the status message's text and in the metadata.
 func TestDelegateFailures(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, envConfig{})
