@@ -73,7 +73,8 @@
 // # Errors
 //
 // [Engine.Search] returns errors wrapping [ErrEmptyQuery] (no token in the
-// query) or [ErrInvalidQuery] (an option out of range); [Code] maps both to
+// query) or [ErrInvalidQuery] (a query longer than [MaxQueryRunes]
+// characters, or an option out of range); [Code] maps both to
 // "invalid_argument", which front-ends answer with HTTP 400. Updates never
 // fail.
 package discovery

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -507,4 +509,36 @@ func TestLongQueries(t *testing.T) {
 	res := search(t, e, query, nil)
 	assert.Equal(t, []string{"first"}, names(res), "terms past MaxQueryTerms are ignored")
 	assert.InDelta(t, 1.0/discovery.MaxQueryTerms, res[0].Coverage, 1e-12)
+}
+
+func TestQueryLengthLimit(t *testing.T) {
+	e := newEngine(t, nil, registry.Agent{Name: "billing", Description: "refunds and invoices"})
+	fill := func(word string, runes int) string { // word, then spaces to the length
+		return word + strings.Repeat(" ", runes-utf8.RuneCountInString(word))
+	}
+	for _, tc := range []struct {
+		name  string
+		query string
+		ok    bool
+	}{
+		{"at the limit", fill("refunds", discovery.MaxQueryRunes), true},
+		{"multibyte at the limit", fill("refunds", discovery.MaxQueryRunes-1) + "é", true}, // more bytes than runes
+		{"one over", fill("refunds", discovery.MaxQueryRunes+1), false},
+		{"multibyte one over", fill("refunds", discovery.MaxQueryRunes) + "é", false},
+		{"a mebibyte", fill("refunds", 1<<20), false},
+		{"invalid bytes count one each", "refunds " + strings.Repeat("\xff", discovery.MaxQueryRunes), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.Search(tc.query, nil)
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Equal(t, []string{"billing"}, names(res))
+				return
+			}
+			require.ErrorIs(t, err, discovery.ErrInvalidQuery)
+			assert.Equal(t, "invalid_argument", discovery.Code(err))
+			assert.Contains(t, err.Error(), "longer than 10000 characters")
+			assert.Nil(t, res)
+		})
+	}
 }

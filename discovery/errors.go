@@ -13,8 +13,9 @@ import (
 var (
 	// ErrEmptyQuery: the query has no token (no letter or digit at all).
 	ErrEmptyQuery = apierr.New("discovery", apierr.CodeInvalidArgument, "empty query")
-	// ErrInvalidQuery: an option of the [Query] is out of range, such as an
-	// unknown scorer or a MinScore outside [0, 1].
+	// ErrInvalidQuery: the query is longer than [MaxQueryRunes] characters,
+	// or an option of the [Query] is out of range, such as an unknown scorer
+	// or a MinScore outside [0, 1].
 	ErrInvalidQuery = apierr.New("discovery", apierr.CodeInvalidArgument, "invalid query")
 )
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/textnorm"
@@ -123,10 +124,19 @@ type queryTerm struct {
 // bounded whatever the query.
 const MaxQueryTerms = 256
 
+// MaxQueryRunes is the longest query, in characters (Unicode code points):
+// the same bound as a routed message. A longer query is refused with
+// [ErrInvalidQuery] before it is tokenized, so its cost stays a few
+// microseconds whatever its size.
+const MaxQueryRunes = 10000
+
 // parseQuery tokenizes a query into distinct terms. Stop words are dropped
 // unless every token is one, in which case they are all kept (so "IT" or
 // "who" still find agents named after them).
 func parseQuery(query string, topt *textOptions) ([]queryTerm, error) {
+	if tooLong(query) {
+		return nil, apierr.Errorf(ErrInvalidQuery, "query is longer than %d characters", MaxQueryRunes)
+	}
 	var buf [32]string
 	toks := textnorm.Tokens(buf[:0], query)
 	if len(toks) == 0 {
@@ -170,6 +180,19 @@ func parseQuery(query string, topt *textOptions) ([]queryTerm, error) {
 	return terms, nil
 }
 
+// tooLong reports whether query has more than MaxQueryRunes characters,
+// reading at most 4×MaxQueryRunes bytes of it: a character is one to four
+// bytes (an invalid byte counts as one), so a longer string is too long.
+func tooLong(query string) bool {
+	switch {
+	case len(query) <= MaxQueryRunes:
+		return false
+	case len(query) > utf8.UTFMax*MaxQueryRunes:
+		return true
+	}
+	return utf8.RuneCountInString(query) > MaxQueryRunes
+}
+
 // options is a validated Query.
 type options struct {
 	Query
@@ -209,7 +232,8 @@ func validate(q *Query) (options, error) {
 // means all defaults.
 //
 // Search returns an error wrapping [ErrEmptyQuery] when query has no token,
-// and one wrapping [ErrInvalidQuery] when q is out of range; both map to
+// and one wrapping [ErrInvalidQuery] when query is longer than
+// [MaxQueryRunes] characters or q is out of range; both map to
 // code "invalid_argument" through [Code]. A query whose terms no agent has
 // returns no results and no error.
 func (e *Engine) Search(query string, q *Query) ([]Result, error) {

@@ -100,8 +100,13 @@ func hostileBodies() []hostileBody {
 		{"/v1/discover", "resources-many", fill(size, `{"query":"budget","resources":[`, `{"uri":"r#"}`, ",", `]}`), bad},
 		// 64 resources of 16 KiB URIs.
 		{"/v1/discover", "resources-at-limit", fill(size, `{"query":"budget","resources":[`, `{"uri":"/r#/`+long(16300)+`"}`, ",", `]}`), ok},
-		// A query of 1 MiB of words, for the tokenizer and the index.
-		{"/v1/discover", "query-1MiB-words", fill(size, `{"query":"`, "budget#", " ", `"}`), ok},
+		// A query of 1 MiB of words: over the limit of 10,000 characters,
+		// refused before it is tokenized.
+		{"/v1/discover", "query-1MiB-words", fill(size, `{"query":"`, "budget#", " ", `"}`), bad},
+		// A query of almost 10,000 characters of words, the body padded
+		// with spaces: about the longest accepted, for the tokenizer and
+		// the index.
+		{"/v1/discover", "query-at-limit", pad(string(fill(10000, `{"query":"`, "budget#", " ", `"}`))), ok},
 		// POST /v1/agents.
 		// An agent record at every limit, padded with spaces.
 		{"/v1/agents", "agent-at-limits", pad(agent.String()), []int{http.StatusOK, http.StatusCreated}},

@@ -157,13 +157,15 @@ func objectOrString(s *jsonschema.Schema) {
 	s.AnyOf = []*jsonschema.Schema{{Type: "object"}, {Type: "string"}}
 }
 
-// namePattern is the agent name rule of SPEC section 1.
+// namePattern is the agent name rule: a letter or digit, then up to 127
+// letters, digits, '.', '_' or '-' (docs/AGENTS.md#the-agent-record).
 const namePattern = `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
 
 // delegationIDMaxLen bounds delegation ids (UUIDs) in arguments.
 const delegationIDMaxLen = 128
 
-// maxWaitSeconds is the longest long-poll of mesh_get_delegation (SPEC 4.4).
+// maxWaitSeconds is the longest long-poll of mesh_get_delegation, the
+// same 60 s as GET /v1/delegations/{id}?wait= (docs/API.md#delegations).
 const maxWaitSeconds = 60
 
 // maxListLimit is the largest page of mesh_list_agents.
@@ -205,7 +207,7 @@ func discoverInputSchema() (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return s, applyEdits(s,
-		at(lenRange(1, maxQueryLen), "query"),
+		at(lenRange(1, discovery.MaxQueryRunes), "query"),
 		at(intRange(1, discovery.MaxLimit), "limit"),
 		at(defaultValue(discovery.DefaultLimit), "limit"),
 		at(maxItems(registry.MaxResources), "requiredResources"),
@@ -228,7 +230,7 @@ func delegateInputSchema() (*jsonschema.Schema, error) {
 	}
 	return s, applyEdits(s,
 		at(lenRange(1, registry.MaxNameLen), "targetName"),
-		at(lenRange(1, maxQueryLen), "query"),
+		at(lenRange(1, discovery.MaxQueryRunes), "query"),
 		at(lenRange(1, delegation.MaxTaskBytes), "task"),
 		at(objectOrString, "context"),
 		at(maxItems(registry.MaxResources), "requiredResources"),
@@ -286,6 +288,3 @@ func delegationOutputSchema() (*jsonschema.Schema, error) {
 	}
 	return s, applyEdits(s, at(enum(statusValues...), "status"))
 }
-
-// maxQueryLen bounds discovery queries (a query is a few words).
-const maxQueryLen = 4096
