@@ -20,7 +20,9 @@ const CardFetchTimeout = 10 * time.Second
 // agentCardMaxAge is how long clients may cache the mesh's agent card.
 const agentCardMaxAge = "public, max-age=60"
 
-// a2aRoutes registers the A2A routes of SPEC 4.3 that are configured.
+// a2aRoutes registers the A2A routes that are configured: importing an
+// agent from its Agent Card and serving the mesh's own card (see
+// docs/API.md#a2a).
 func (s *Server) a2aRoutes() {
 	if s.cardClient != nil {
 		s.handle("POST /v1/agents/import", authScope, ScopeRegister, s.importAgent)

@@ -20,12 +20,13 @@ import (
 	"github.com/agentmesh/agentmesh/principal"
 )
 
-// Scope is a permission a token grants (SPEC 6). Each route needs one; a
-// token holds a set of them. Scopes are independent: admin does not imply
-// the others.
+// Scope is a permission a token grants
+// (docs/SECURITY.md#tokens-and-scopes). Each route needs one; a token
+// holds a set of them. Scopes are independent: admin does not imply the
+// others.
 type Scope string
 
-// The scopes of SPEC 6.
+// The scopes a token can hold: read, register, delegate, route and admin.
 const (
 	ScopeRead     Scope = "read"
 	ScopeRegister Scope = "register"
@@ -34,7 +35,8 @@ const (
 	ScopeAdmin    Scope = "admin"
 )
 
-// scopeOrder lists every scope, in SPEC order: what Options.Token grants.
+// scopeOrder lists every scope, in the documented order (read, register,
+// delegate, route, admin): what Options.Token grants.
 var scopeOrder = [...]Scope{ScopeRead, ScopeRegister, ScopeDelegate, ScopeRoute, ScopeAdmin}
 
 // MeshTokenName is the name under which Options.Token (the MESH_TOKEN)
@@ -53,9 +55,10 @@ func scopeBit(s Scope) scopeSet {
 
 const allScopes scopeSet = 1<<5 - 1
 
-// Token is one accepted API token: an entry of the tokens file (SPEC 6,
-// `--tokens-file`). Set exactly one of Token (the secret in clear) and
-// SHA256 (the hex SHA-256 of the secret, so the file need not hold it).
+// Token is one accepted API token: an entry of the tokens file
+// (`--tokens-file`, README.md#configuration). Set exactly one of Token
+// (the secret in clear) and SHA256 (the hex SHA-256 of the secret, so the
+// file need not hold it).
 type Token struct {
 	// Name identifies the token in logs, rate limits and [Identity.Name].
 	// Required and unique; it is not a secret.
@@ -171,7 +174,8 @@ func (s *tokenSet) lookup(token string) (tokenEntry, bool) {
 	return s.entries[match], true
 }
 
-// ParseTokens parses a tokens file (SPEC 6): a YAML list of
+// ParseTokens parses a tokens file (`--tokens-file`, see
+// docs/SECURITY.md#tokens-and-scopes): a YAML list of
 // {name, token | token_sha256, scopes}. Unknown keys, missing or duplicate
 // names, entries with both or neither secret, and unknown scopes are
 // errors (with the line where YAML knows it).
@@ -264,7 +268,8 @@ func (id Identity) Has(s Scope) bool {
 	return b != 0 && id.scopes&b == b
 }
 
-// Scopes returns the identity's scopes in SPEC order.
+// Scopes returns the identity's scopes in the documented order (read,
+// register, delegate, route, admin).
 func (id Identity) Scopes() []Scope {
 	var out []Scope
 	for _, s := range scopeOrder {

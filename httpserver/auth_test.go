@@ -201,8 +201,8 @@ func TestMountedHandler(t *testing.T) {
 
 // TestMountedHandlerPlainTextErrors: errors a mounted handler writes with
 // http.Error (the MCP SDK does, for a wrong method, media type or an
-// oversized body) are JSON errors like the server's own (SPEC 6), and a
-// 5xx carries no internal text.
+// oversized body) are JSON errors like the server's own, {error, code}
+// (docs/API.md#errors), and a 5xx carries no internal text.
 func TestMountedHandlerPlainTextErrors(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	require.NoError(t, e.srv.Handle("/plain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

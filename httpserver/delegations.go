@@ -58,8 +58,9 @@ type delegateBody struct {
 
 // DelegateResponse is the body of a 200 reply to POST /v1/delegate: the
 // seed's fields (id, targetAgent, success, status, result, error,
-// latencyMs) plus the SPEC's code and a few record fields. Success is true
-// for a completed delegation and for an accepted async one.
+// latencyMs) plus the machine-readable code (docs/API.md#errors) and a
+// few record fields. Success is true for a completed delegation and for an
+// accepted async one.
 type DelegateResponse struct {
 	ID          string                    `json:"id"`
 	TargetAgent string                    `json:"targetAgent"`

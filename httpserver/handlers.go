@@ -18,7 +18,8 @@ import (
 	"github.com/agentmesh/agentmesh/registry"
 )
 
-// routes registers the route table of SPEC 6 served by this package.
+// routes registers the HTTP API's route table served by this package
+// (docs/API.md).
 func (s *Server) routes(metrics bool) {
 	s.handle("GET /health", authNone, "", s.health)
 	s.handle("GET /health/deep", authScope, ScopeRead, s.healthDeep)

@@ -11,7 +11,8 @@ import (
 	"github.com/agentmesh/agentmesh/session"
 )
 
-// Router routes a message through the orchestrator pipeline (SPEC 5):
+// Router routes a message through the orchestrator pipeline (classify,
+// gate, dispatch; docs/API.md#how-a-message-is-routed):
 // *routing.Router implements it. The context of Handle carries the
 // caller's [Identity] ([IdentityFrom]).
 type Router interface {
@@ -100,8 +101,9 @@ func (s *Server) getSession(w *recorder, r *http.Request) {
 	writeJSON(w, http.StatusOK, sess)
 }
 
-// resumeSession continues a session in a new active one (SPEC 5.6) and
-// returns the new session.
+// resumeSession continues a session in a new active one, carrying its
+// history and state, closes the prior one completed (docs/API.md#sessions)
+// and returns the new session.
 func (s *Server) resumeSession(w *recorder, r *http.Request) {
 	if e := s.noBody(w, r); e != nil {
 		s.fail(w, e)

@@ -211,18 +211,20 @@ type Options struct {
 	// /.well-known/agent-card.json. Nil leaves the route out (404).
 	AgentCard any
 
-	// Audit receives the audit entries of SPEC 11 this server sees —
-	// refused authentication (401) and authorisation (403), agent
-	// registrations (including refused ones and imports), unregistrations
-	// and reloads, each with the token's name — and serves GET /v1/audit
-	// (scope admin). Record must not block: *audit.Recorder queues. Nil
-	// records nothing and leaves the route out (404).
+	// Audit receives the audit entries this server sees
+	// (docs/OPERATIONS.md#audit-log) — refused authentication (401) and
+	// authorisation (403), agent registrations (including refused ones and
+	// imports), unregistrations and reloads, each with the token's name —
+	// and serves GET /v1/audit (scope admin). Record must not block:
+	// *audit.Recorder queues. Nil records nothing and leaves the route out
+	// (404).
 	Audit Audit
 
-	// TracerProvider creates one server span per request (SPEC 11), named
-	// by its method and route pattern ("POST /v1/request") with the
-	// semantic conventions' http.* and url.path attributes (never the
-	// query) and the request id; a 5xx marks it failed. Handlers see it in
+	// TracerProvider creates one server span per request
+	// (docs/OPERATIONS.md#tracing), named by its method and route pattern
+	// ("POST /v1/request") with the semantic conventions' http.* and
+	// url.path attributes (never the query) and the request id; a 5xx
+	// marks it failed. Handlers see it in
 	// the request's context, so the routing and delegation spans are its
 	// children. Nil means the global provider (otel.GetTracerProvider), a
 	// no-op unless the host installs one.
@@ -236,7 +238,7 @@ type Options struct {
 	Propagator propagation.TextMapPropagator
 }
 
-// Server is the HTTP control plane of SPEC 6 as an [http.Handler]: routing,
+// Server is the HTTP control plane (docs/API.md) as an [http.Handler]: routing,
 // authentication and scopes, rate limits, CORS, security headers and error
 // encoding around the registry, discovery and delegation libraries. It
 // starts no listener. Repeated failed authentications are audited as one
@@ -422,8 +424,9 @@ func (s *Server) SetTokens(tokens []Token) error {
 // body limit, metrics and logs: a request reaches h only with a valid
 // token holding scope (any scope when scope is ""). h can read the caller
 // with [IdentityFrom]. A plain-text error response of h (http.Error) is
-// answered as a JSON error like the server's own (SPEC 6), with h's text
-// as the message of a 4xx and never in a 5xx. Call Handle before serving;
+// answered as a JSON error like the server's own, {error, code}
+// (docs/API.md#errors), with h's text as the message of a 4xx and never
+// in a 5xx. Call Handle before serving;
 // an invalid pattern or one that conflicts with a route of the server is
 // an error.
 func (s *Server) Handle(pattern string, h http.Handler, scope Scope) (err error) {

@@ -165,7 +165,7 @@ func agentParent(t *testing.T, h http.Header) trace.SpanContext {
 	return sc
 }
 
-// SPEC 11: a routed request is one trace — the HTTP request's server span
+// A routed request is one trace (docs/OPERATIONS.md#tracing) — the HTTP request's server span
 // (continuing the caller's traceparent), routing.route, classify, gate and
 // dispatch, the delegation and the agent call — and the agent receives a
 // traceparent naming the agent call's span.
