@@ -17,8 +17,9 @@ const (
 	ToolHandleMessage = "handle_message"
 )
 
-// Router routes a message through the orchestrator pipeline (SPEC 5):
-// *routing.Router implements it.
+// Router routes a message through the orchestrator pipeline (classify,
+// gate, dispatch; docs/API.md#how-a-message-is-routed): *routing.Router
+// implements it.
 type Router interface {
 	Handle(ctx context.Context, req routing.Request) (routing.Response, error)
 }
@@ -32,7 +33,7 @@ Returns {request_id, session_id, agent_id, decision: route|clarify|fallback, rea
 
 Fails with invalid_argument (empty or over-long input, bad session_id), no_default_agent (nothing fits and no default agent is registered) or unavailable (every agent that could take it is down; retry later).`
 
-	handleMessageDescription = `Handle one conversational turn: the handle_message tool of an agent (SPEC 4.2), so that this mesh can be registered as an mcp agent of another mesh. raw_input is routed for employee_id through this mesh's orchestrator exactly as mesh_route does (classification, session bypass, clarification, fallback), and the chosen agent is contacted over the network and may act on the world.
+	handleMessageDescription = `Handle one conversational turn: the handle_message tool that agentmesh calls on its mcp agents, so that this mesh can be registered as an mcp agent of another mesh. raw_input is routed for employee_id through this mesh's orchestrator exactly as mesh_route does (classification, session bypass, clarification, fallback), and the chosen agent is contacted over the network and may act on the world.
 
 Use it from another agentmesh (or any orchestrator speaking the handle_message contract); people and models should prefer mesh_route.
 
@@ -58,7 +59,8 @@ type HandleMessageTurn struct {
 	IntentSummary string `json:"intent_summary,omitempty"`
 }
 
-// HandleMessageArgs are the arguments of handle_message (SPEC 4.2).
+// HandleMessageArgs are the arguments the mesh sends an mcp agent's
+// handle_message tool (docs/AGENTS.md#mcp-agents).
 type HandleMessageArgs struct {
 	SessionID        string              `json:"session_id,omitempty" jsonschema:"The caller's session id; used when it is a UUID."`
 	RequestID        string              `json:"request_id,omitempty" jsonschema:"The caller's request (delegation) id; becomes this mesh's request_id."`
@@ -118,7 +120,8 @@ func routeInputSchema() (*jsonschema.Schema, error) {
 }
 
 // handleMessageInputSchema accepts keys it does not know: callers of the
-// handle_message contract may send more than SPEC 4.2 lists.
+// handle_message contract may send more than the arguments it documents
+// (docs/AGENTS.md#mcp-agents).
 func handleMessageInputSchema() (*jsonschema.Schema, error) {
 	s, err := inferSchema[HandleMessageArgs]()
 	if err != nil {
@@ -170,7 +173,8 @@ func (t *tools) handleMessage(ctx context.Context, in HandleMessageArgs) (*mcp.C
 	}
 	content := resp.Response
 	if strings.TrimSpace(content) == "" {
-		// An AgentResponse needs a non-empty content (SPEC 4.2).
+		// An AgentResponse needs a non-empty content
+		// (docs/AGENTS.md#mcp-agents).
 		content = "(the agent " + resp.AgentID + " returned no text)"
 	}
 	return nil, AgentResponse{Content: content, WorkflowComplete: resp.WorkflowComplete}, nil

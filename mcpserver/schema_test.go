@@ -25,9 +25,9 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-// The annotations of SPEC 7's table, with the hints it leaves open set
-// explicitly: read-only tools are also idempotent and non-destructive;
-// everything but delegation is closed-world.
+// The annotations of each tool (docs/MCP.md#tools), with the hints the
+// docs leave open set explicitly: read-only tools are also idempotent and
+// non-destructive; everything but delegation is closed-world.
 var wantAnnotations = map[string]mcp.ToolAnnotations{
 	mcpserver.ToolRegister:      {Title: "Register an agent", ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	mcpserver.ToolDiscover:      {Title: "Discover agents", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
@@ -37,8 +37,9 @@ var wantAnnotations = map[string]mcp.ToolAnnotations{
 	mcpserver.ToolListAgents:    {Title: "List agents", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 }
 
-// Required and optional arguments of SPEC 7 (plus displayName,
-// requiredResources and sourceAgent, which the HTTP API also takes).
+// Required and optional arguments of each tool (docs/MCP.md#tools), plus
+// displayName, requiredResources and sourceAgent, which the HTTP API also
+// takes.
 var wantArgs = map[string]struct{ required, optional []string }{
 	mcpserver.ToolRegister:      {[]string{"name", "description", "capabilities", "endpoint"}, []string{"displayName", "protocol", "examples", "resources", "labels", "auth", "ttlSeconds", "isDefault", "confidenceThreshold", "clarificationRequired", "clarificationContext"}},
 	mcpserver.ToolDiscover:      {[]string{"query"}, []string{"limit", "labels", "requiredResources"}},

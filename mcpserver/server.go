@@ -156,13 +156,13 @@ type HTTPOptions struct {
 	Logger *slog.Logger
 }
 
-// HTTPHandler returns the MCP Streamable HTTP endpoint for srv (SPEC 7): in
-// stateless mode (no Mcp-Session-Id; each POST is self-contained, so
-// replicas behind a load balancer work; GET and DELETE answer 405), with
-// application/json responses instead of event streams, a body limit (413),
-// a nesting limit (400 for a body whose arrays and objects nest more than
-// 64 deep, refused before the SDK reads it), the SDK's DNS-rebinding
-// protection for loopback listeners, and
+// HTTPHandler returns the MCP Streamable HTTP endpoint for srv
+// (docs/MCP.md#host-configuration): in stateless mode (no Mcp-Session-Id;
+// each POST is self-contained, so replicas behind a load balancer work;
+// GET and DELETE answer 405), with application/json responses instead of
+// event streams, a body limit (413), a nesting limit (400 for a body whose
+// arrays and objects nest more than 64 deep, refused before the SDK reads
+// it), the SDK's DNS-rebinding protection for loopback listeners, and
 // http.CrossOriginProtection (a cross-origin browser POST gets 403 with a
 // JSON-RPC error body). Authentication is the mounting server's job.
 //
@@ -213,7 +213,7 @@ type callStateKey struct{}
 
 // argumentErrors is the receiving middleware that gives the SDK's argument
 // rejections the invalid_argument code, so every isError result of this
-// server starts with a SPEC code.
+// server starts with a documented code (docs/MCP.md#errors).
 func argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/call" {

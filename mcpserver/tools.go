@@ -29,9 +29,10 @@ const (
 	ToolListAgents    = "mesh_list_agents"
 )
 
-// RequiredScope returns the HTTP API token scope (SPEC 6) that a call of
-// the named tool needs — "read", "register", "delegate" or "route" — or "" for a
-// name that is not one of this server's tools. A host mounting
+// RequiredScope returns the HTTP API token scope
+// (docs/SECURITY.md#tokens-and-scopes) that a call of the named tool
+// needs — "read", "register", "delegate" or "route" — or "" for a name
+// that is not one of this server's tools. A host mounting
 // [HTTPHandler] behind the HTTP API's authentication checks it in
 // Options.Authorize.
 func RequiredScope(tool string) string {
@@ -189,10 +190,10 @@ func (t *tools) add(srv *mcp.Server) error {
 // handler adapts a tool function to the SDK's typed handler: it marks the
 // call as having reached a handler (see argumentErrors), applies
 // Options.Authorize, turns a panic into an internal error, and turns
-// errors into isError results with their SPEC code. A function returns a
-// *toolError, an error of the library packages, or — for a result that is
-// an error but carries structured content (a failed delegation) — a
-// result with IsError set and a nil error.
+// errors into isError results with their code (docs/MCP.md#errors). A
+// function returns a *toolError, an error of the library packages, or —
+// for a result that is an error but carries structured content (a failed
+// delegation) — a result with IsError set and a nil error.
 func handler[In, Out any](t *tools, name string, fn func(context.Context, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
 		markRan(ctx)

@@ -58,7 +58,7 @@ type RegisterResult struct {
 }
 
 // Agent is an agent record as the tools return it: the JSON form of
-// registry.Agent without the auth token (SPEC section 1).
+// registry.Agent without the auth token (docs/AGENTS.md#the-agent-record).
 type Agent struct {
 	Name                  string            `json:"name"`
 	DisplayName           string            `json:"displayName"`
@@ -161,8 +161,8 @@ type GetDelegationArgs struct {
 	WaitSeconds int    `json:"waitSeconds,omitempty" jsonschema:"Wait up to this many seconds (0 to 60, default 0: answer at once) for the delegation to finish before answering."`
 }
 
-// Delegation is a delegation record (SPEC 4.4) as mesh_get_delegation
-// returns it, with the success flag of [DelegateResult].
+// Delegation is a delegation record (docs/API.md#delegations) as
+// mesh_get_delegation returns it, with the success flag of [DelegateResult].
 type Delegation struct {
 	ID          string         `json:"id"`
 	SourceAgent string         `json:"sourceAgent,omitempty"`
