@@ -27,8 +27,8 @@ const (
 	OutcomeDenied Outcome = "denied"
 )
 
-// The actions agentmesh records (SPEC 11). Entry.Action is free text; these
-// are the values the mesh itself writes.
+// The actions agentmesh records (docs/OPERATIONS.md#audit-log).
+// Entry.Action is free text; these are the values the mesh itself writes.
 const (
 	// ActionAuthFailure: a request to an authenticated route was refused
 	// (401 or 403). Actor is the token's name for a missing scope, empty for
@@ -50,7 +50,8 @@ const (
 	// ActionDelegationFinish: an accepted (async) delegation reached its
 	// final status: its callback arrived, it timed out or was canceled.
 	ActionDelegationFinish = "delegation.finish"
-	// ActionRoutingDecision: the orchestrator handled a message (SPEC 5):
+	// ActionRoutingDecision: the orchestrator handled a message
+	// (docs/API.md#routing):
 	// Details has the decision, reason, confidence and delegation id.
 	ActionRoutingDecision = "routing.decision"
 	// ActionBreakerTransition: an agent's circuit breaker changed state;
@@ -82,8 +83,9 @@ type Entry struct {
 	Target string `json:"target,omitempty"`
 	// Outcome is how it ended.
 	Outcome Outcome `json:"outcome"`
-	// Code is the machine code of a failure or refusal (SPEC 6 error
-	// codes, delegation codes), or the reason of a routing decision.
+	// Code is the machine code of a failure or refusal (the HTTP API's
+	// error codes, docs/API.md#errors, and delegation codes), or the
+	// reason of a routing decision.
 	Code string `json:"code,omitempty"`
 	// Details are further facts, as strings: a delegation id, a status,
 	// a route, a client IP. Never a secret or a task's text.

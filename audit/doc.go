@@ -1,6 +1,7 @@
-// Package audit is the audit log of SPEC 11: a persisted record of who
-// (an API token's name) did what (registered an agent, delegated a task,
-// failed to authenticate…), to what, when, and with what outcome.
+// Package audit is the mesh's audit log (docs/OPERATIONS.md#audit-log): a
+// persisted record of who (an API token's name) did what (registered an
+// agent, delegated a task, failed to authenticate…), to what, when, and
+// with what outcome.
 //
 // An [Entry] is one record. A [Store] persists entries (store/memstore and
 // store/boltstore implement it; every backend passes the conformance suite

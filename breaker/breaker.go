@@ -26,7 +26,9 @@ const (
 
 // Options configures a [Breaker] or every breaker of a [Set]. The zero
 // value of every field is its documented default, so a zero Options is the
-// behaviour of SPEC section 5.5. A nil *Options means the zero Options.
+// mesh's breaker (docs/API.md#circuit-breakers): open after 5 consecutive
+// failures for 30 s, doubling up to 32×, then at most 3 concurrent probes.
+// A nil *Options means the zero Options.
 type Options struct {
 	// FailureThreshold is the number of consecutive failures that opens a
 	// closed breaker. ≤ 0 means 5.
@@ -88,8 +90,8 @@ type Options struct {
 	StoreTimeout time.Duration
 }
 
-// Breaker is one circuit breaker (SPEC section 5.5): it counts the
-// outcomes of the calls it protects and, after too many consecutive
+// Breaker is one circuit breaker (docs/API.md#circuit-breakers): it counts
+// the outcomes of the calls it protects and, after too many consecutive
 // failures, refuses calls for an open period, then lets a few probes
 // through to decide whether to close again. See the package documentation
 // for the states and the rules between them.

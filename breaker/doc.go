@@ -1,6 +1,7 @@
-// Package breaker is the circuit breaker of agentmesh (SPEC section 5.5):
-// one breaker per target agent, wrapped around each delegation, so that an
-// agent that keeps failing is given a rest instead of more traffic.
+// Package breaker is the circuit breaker of agentmesh
+// (docs/API.md#circuit-breakers): one breaker per target agent, wrapped
+// around each delegation, so that an agent that keeps failing is given a
+// rest instead of more traffic.
 //
 // [Breaker] is one breaker; [Set] holds one per name, creates them on
 // demand and persists their transitions through a [Store]. The design
@@ -112,10 +113,10 @@
 //
 // A refused call returns an *[OpenError] (wrapping [ErrOpen]) from an open
 // breaker, or [ErrTooManyRequests] from a half-open one with every probe
-// slot taken; neither is counted as an outcome. A caller such as
-// delegation reports both as the SPEC code "agent_unavailable", with
-// [OpenError].Until as the time the agent may be tried again. An admitted call's own error is
-// returned unchanged by [Execute]. Store errors are returned by
-// [Set.Restore] and [Set.Remove], wrapped with the breaker's name; save
-// errors are only logged.
+// slot taken; neither is counted as an outcome. A caller such as delegation
+// reports both as the error code "agent_unavailable" (docs/API.md#errors),
+// with [OpenError].Until as the time the agent may be tried again. An
+// admitted call's own error is returned unchanged by [Execute]. Store
+// errors are returned by [Set.Restore] and [Set.Remove], wrapped with the
+// breaker's name; save errors are only logged.
 package breaker
