@@ -100,11 +100,21 @@ func register(ctx context.Context, s *Store, name string) error {
 // benchWriters runs b.N writes of distinct names from the given number of
 // goroutines and reports writes/s and writes/commit.
 func benchWriters(b *testing.B, s *Store, writers int, write func(ctx context.Context, name string) error) {
-	ctx := b.Context()
 	names := make([]string, b.N)
 	for i := range names {
 		names[i] = fmt.Sprintf("agent-%08d", i)
 	}
+	runWriters(b, s, writers, 1, "writes", func(ctx context.Context, start, _ int) error {
+		return write(ctx, names[start])
+	})
+}
+
+// runWriters has writers goroutines make the b.N writes of a benchmark
+// between them, each call of write taking the next batch of them (items
+// start to end-1), and reports unit/s and unit/commit (the mean per
+// fsync'd transaction).
+func runWriters(b *testing.B, s *Store, writers, batch int, unit string, write func(ctx context.Context, start, end int) error) {
+	ctx := b.Context()
 	var next atomic.Int64
 	commits := s.commits.Load()
 	b.ReportAllocs()
@@ -113,11 +123,12 @@ func benchWriters(b *testing.B, s *Store, writers int, write func(ctx context.Co
 	for range writers {
 		wg.Go(func() {
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= b.N {
+				end := int(next.Add(int64(batch)))
+				start := end - batch
+				if start >= b.N {
 					return
 				}
-				if err := write(ctx, names[i]); err != nil {
+				if err := write(ctx, start, min(end, b.N)); err != nil {
 					b.Error(err)
 					return
 				}
@@ -126,9 +137,9 @@ func benchWriters(b *testing.B, s *Store, writers int, write func(ctx context.Co
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit+"/s")
 	if c := s.commits.Load() - commits; c > 0 {
-		b.ReportMetric(float64(b.N)/float64(c), "writes/commit")
+		b.ReportMetric(float64(b.N)/float64(c), unit+"/commit")
 	}
 }
 
@@ -195,43 +206,20 @@ func benchID(i int) string {
 // benchPutDelegations runs b.N record writes from writers goroutines,
 // batch records per call, and reports records/s and records/commit.
 func benchPutDelegations(b *testing.B, s *Store, writers, batch int) {
-	ctx := b.Context()
 	created := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	recs := make([]delegation.Record, b.N)
 	for i := range recs {
 		recs[i] = benchRecord(i, delegation.StatusCompleted, "finance", created.Add(time.Duration(i)*time.Millisecond))
 	}
-	var next atomic.Int64
-	commits := s.commits.Load()
-	b.ReportAllocs()
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Go(func() {
-			for {
-				end := int(next.Add(int64(batch)))
-				start := end - batch
-				if start >= b.N {
-					return
-				}
-				if err := s.PutDelegations(ctx, recs[start:min(end, b.N)]); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-	if c := s.commits.Load() - commits; c > 0 {
-		b.ReportMetric(float64(b.N)/float64(c), "records/commit")
-	}
+	runWriters(b, s, writers, batch, "records", func(ctx context.Context, start, end int) error {
+		return s.PutDelegations(ctx, recs[start:end])
+	})
 }
 
-// Listing at 100,000 records (SPEC 4.4's cap): the newest 50, unfiltered
-// and with each kind of filter, from a store whose statuses are skewed the
-// way a mesh's are (90% completed, 0.1% running). Run
+// Listing at 100,000 records (the most records a mesh keeps,
+// docs/API.md#delegations): the newest 50, unfiltered and with each kind of
+// filter, from a store whose statuses are skewed the way a mesh's are (90%
+// completed, 0.1% running). Run
 //
 //	go test -run='^$' -bench=ListDelegations ./store/boltstore
 //

@@ -47,6 +47,27 @@ func waitQueued(t *testing.T, s *Store, n int) {
 	}, 10*time.Second, time.Millisecond)
 }
 
+// commitAsOneBatch queues calls for the committer behind a held write, one
+// after the other in the order given, then releases the held write and
+// returns each call's error once all have returned. It asserts that the
+// whole batch took one commit after the held write's.
+func commitAsOneBatch(t *testing.T, s *Store, calls []func() error) []error {
+	t.Helper()
+	release, held := holdCommitter(t, s)
+	before := s.commits.Load()
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = call() })
+		waitQueued(t, s, i+1) // queue in this order
+	}
+	release()
+	wg.Wait()
+	require.NoError(t, <-held)
+	assert.Equal(t, before+2, s.commits.Load(), "the held write and then one commit for the whole batch")
+	return errs
+}
+
 func TestGroupCommitIsolatesRequests(t *testing.T) {
 	s := openTemp(t)
 	putAgent(t, s, testAgent("existing"))

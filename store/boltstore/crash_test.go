@@ -92,12 +92,13 @@ func TestCrashChild(t *testing.T) {
 	os.Exit(3)
 }
 
-// TestCrashKeepsAcknowledgedWrites checks SPEC 2.1: an acknowledged
-// registration survives kill -9 of the process the moment after. A child
-// process registers agents from 8 goroutines and acknowledges each on
-// stdout; the parent SIGKILLs it mid-stream, reopens the file and checks
-// that every acknowledged agent is there, intact. Three rounds run on the
-// same file, so later rounds also open a file left by a killed process.
+// TestCrashKeepsAcknowledgedWrites checks the durability rule of
+// docs/DESIGN.md#stores: an acknowledged registration survives kill -9 of the
+// process the moment after. A child process registers agents from 8
+// goroutines and acknowledges each on stdout; the parent SIGKILLs it
+// mid-stream, reopens the file and checks that every acknowledged agent is
+// there, intact. Three rounds run on the same file, so later rounds also open
+// a file left by a killed process.
 func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
 		t.Skip("needs SIGKILL")
@@ -206,10 +207,11 @@ func crashChildDelegations(ctx context.Context, store *boltstore.Store, round st
 	os.Exit(3)
 }
 
-// TestCrashKeepsAcknowledgedDelegations checks SPEC 4.4: a delegation
-// record whose PutDelegations returned survives kill -9 the moment after
-// (an async delegation's callback must find it), and the status and
-// target indexes agree with the records after the crash.
+// TestCrashKeepsAcknowledgedDelegations checks the durability of delegation
+// records (docs/API.md#delegations): a delegation record whose PutDelegations
+// returned survives kill -9 the moment after (an async delegation's callback
+// must find it), and the status and target indexes agree with the records
+// after the crash.
 func TestCrashKeepsAcknowledgedDelegations(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
 		t.Skip("needs SIGKILL")

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -274,12 +273,7 @@ func TestDelegationWritesShareCommits(t *testing.T) {
 	require.NoError(t, s.PutDelegations(t.Context(), []delegation.Record{
 		testRecord("existing", delegation.StatusAccepted, "a", testBase),
 	}))
-	release, held := holdCommitter(t, s)
-	before := s.commits.Load()
-
 	errBoom := errors.New("boom")
-	errs := make([]error, 6)
-	var wg sync.WaitGroup
 	calls := []func() error{
 		func() error {
 			return s.PutDelegations(t.Context(), []delegation.Record{testRecord("single", delegation.StatusAccepted, "a", testBase)})
@@ -316,15 +310,7 @@ func TestDelegationWritesShareCommits(t *testing.T) {
 			})
 		},
 	}
-	for i, call := range calls {
-		wg.Go(func() { errs[i] = call() })
-		waitQueued(t, s, i+1) // queue in this order
-	}
-	release()
-	wg.Wait()
-	require.NoError(t, <-held)
-
-	assert.Equal(t, before+2, s.commits.Load(), "the held write and then one commit for the whole batch")
+	errs := commitAsOneBatch(t, s, calls)
 	assert.NoError(t, errs[0])
 	assert.NoError(t, errs[1])
 	assert.NoError(t, errs[2])

@@ -1,6 +1,6 @@
 // Package boltstore is the durable store of agentmesh: one bbolt file,
 // fsync'd on every commit, so a write that returned nil survives a crash of
-// the process the moment after (kill -9) — SPEC sections 2.1 and 9. A
+// the process the moment after (kill -9); see docs/DESIGN.md#stores. A
 // [Store] implements [registry.Store] (agents), [delegation.Store]
 // (delegation records), [breaker.Store] (circuit breaker state) and
 // [session.Store] (routing sessions, one active per user, with

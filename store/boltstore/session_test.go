@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,9 +165,6 @@ func TestOpenCreatesSessionBuckets(t *testing.T) {
 func TestSessionWritesShareCommits(t *testing.T) {
 	s := openTemp(t)
 	createSessions(t, s, newSession("existing", "alice", testBase.Add(time.Hour)))
-	release, held := holdCommitter(t, s)
-	before := s.commits.Load()
-
 	errBoom := errors.New("boom")
 	appendTurn := func(cur *session.Session) (*session.Session, error) {
 		next := cur.Clone()
@@ -212,17 +208,7 @@ func TestSessionWritesShareCommits(t *testing.T) {
 			})
 		},
 	}
-	errs := make([]error, len(calls))
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Go(func() { errs[i] = call() })
-		waitQueued(t, s, i+1) // queue in this order
-	}
-	release()
-	wg.Wait()
-	require.NoError(t, <-held)
-
-	assert.Equal(t, before+2, s.commits.Load(), "the held write and then one commit for the whole batch")
+	errs := commitAsOneBatch(t, s, calls)
 	assert.NoError(t, errs[0])
 	assert.NoError(t, errs[1])
 	assert.NoError(t, errs[2])

@@ -689,11 +689,7 @@ func (s *Store) PruneDelegations(ctx context.Context, olderThan time.Time, keep 
 // else one by one, skipping those that changed. It returns how many it
 // deleted.
 func (s *Store) deleteRecords(c *call, vs []*entry) (int, error) {
-	type victim struct {
-		cmp clientv3.Cmp
-		ops []clientv3.Op
-	}
-	all := make([]victim, 0, len(vs))
+	all := make([]guarded, 0, len(vs))
 	for _, e := range vs {
 		id := e.suffix[24:]
 		var h header
@@ -701,34 +697,11 @@ func (s *Store) deleteRecords(c *call, vs []*entry) (int, error) {
 			return 0, fmt.Errorf("%w: index entry %q: %w", ErrCorrupt, e.key, err)
 		}
 		key := s.prefix + delegationRecords + id
-		v := victim{cmp: clientv3.Compare(clientv3.ModRevision(key), "=", e.mod), ops: []clientv3.Op{clientv3.OpDelete(key)}}
+		g := guarded{cmp: clientv3.Compare(clientv3.ModRevision(key), "=", e.mod), ops: []clientv3.Op{clientv3.OpDelete(key)}}
 		for _, k := range s.indexKeys(id, &h) {
-			v.ops = append(v.ops, clientv3.OpDelete(k))
+			g.ops = append(g.ops, clientv3.OpDelete(k))
 		}
-		all = append(all, v)
+		all = append(all, g)
 	}
-	var cmps []clientv3.Cmp
-	var ops []clientv3.Op
-	for _, v := range all {
-		cmps = append(cmps, v.cmp)
-		ops = append(ops, v.ops...)
-	}
-	resp, err := s.cli.Txn(c.ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		return 0, err
-	}
-	if resp.Succeeded {
-		return len(all), nil
-	}
-	n := 0
-	for _, v := range all {
-		resp, err := s.cli.Txn(c.ctx).If(v.cmp).Then(v.ops...).Commit()
-		if err != nil {
-			return n, err
-		}
-		if resp.Succeeded {
-			n++
-		}
-	}
-	return n, nil
+	return s.commitGuarded(c.ctx, all, nil)
 }

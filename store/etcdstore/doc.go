@@ -1,10 +1,10 @@
 // Package etcdstore is the store of agentmesh for several replicas: every
 // record lives in an etcd cluster, under one key prefix, so that mesh
-// replicas sharing the prefix share the registry, the delegation records,
-// the routing sessions and the circuit breaker state (SPEC section 9). A
-// [Store] implements [registry.Store] (and [registry.WatchableStore]),
-// [delegation.Store], [breaker.Store] (and [breaker.WatchableStore]),
-// [session.Store] (and
+// replicas sharing the prefix share the registry, the delegation records, the
+// routing sessions and the circuit breaker state
+// (docs/DEPLOYMENT.md#several-replicas-on-etcd). A [Store] implements
+// [registry.Store] (and [registry.WatchableStore]), [delegation.Store],
+// [breaker.Store] (and [breaker.WatchableStore]), [session.Store] (and
 // [session.ActiveCounter]) and [audit.Store], with the semantics of
 // store/boltstore: all three backends pass the conformance suite in
 // internal/harness/storetest, run here against a real (embedded) etcd.
@@ -53,8 +53,8 @@
 // # Leases
 //
 //   - An agent with a TTL carries an etcd lease of its removal horizon,
-//     TTL + 3 × TTL (SPEC 1), so etcd deletes an agent no replica heard
-//     from even if no replica sweeps. A heartbeat (a write that changes
+//     TTL + 3 × TTL (docs/AGENTS.md#lifetime-ttl-and-heartbeats), so etcd
+//     deletes an agent no replica heard from even if no replica sweeps. A heartbeat (a write that changes
 //     LastSeen) renews the lease with one keep-alive; a TTL change moves the
 //     agent to a new lease and revokes the old one. The registry's own
 //     sweep removes expired agents too; both end in the same deletion.

@@ -15,7 +15,8 @@ const maxLeaseTTL = 9_000_000_000
 
 // removalHorizon is the lease TTL, in seconds, of an agent whose TTL is
 // ttlSeconds: the TTL plus the registry's grace of GraceTTLs × TTL, after
-// which the registry removes an agent that was not seen (SPEC 1).
+// which the registry removes an agent that was not seen
+// (docs/AGENTS.md#lifetime-ttl-and-heartbeats).
 func removalHorizon(ttlSeconds int) int64 {
 	return min(int64(1+registry.GraceTTLs)*int64(ttlSeconds), maxLeaseTTL)
 }

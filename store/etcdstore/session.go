@@ -490,37 +490,40 @@ func (s *Store) sweepChunk(ctx context.Context, prefix, from, end string, visit 
 // if not nil, gets the active ones once their transaction committed.
 func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue, visit func(session.Session)) (int, error) {
 	type victim struct {
-		id  string
-		cmp clientv3.Cmp
-		ops []clientv3.Op
+		id string
 		// report: the entry names a user, so the session was active; its
 		// record's delete (ops[1]) then returns the record for visit.
 		report bool
 	}
 	vs := make([]victim, 0, len(kvs))
+	gs := make([]guarded, 0, len(kvs)) // gs[i] deletes vs[i]
 	for _, kv := range kvs {
 		key := string(kv.Key)
 		if len(key) < len(prefix)+24 {
 			return 0, fmt.Errorf("%w: session expiry entry %q", ErrCorrupt, key)
 		}
 		id, user := key[len(prefix)+24:], string(kv.Value)
-		v := victim{id: id, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), report: user != "" && visit != nil}
+		v := victim{id: id, report: user != "" && visit != nil}
 		var recOpts []clientv3.OpOption
 		if v.report {
 			recOpts = append(recOpts, clientv3.WithPrevKV())
 		}
-		v.ops = []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.sessionKey(id), recOpts...)}
+		g := guarded{cmp: clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)}
+		g.ops = []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.sessionKey(id), recOpts...)}
 		if user != "" {
-			v.ops = append(v.ops, s.ifSlotHolds(user, id, clientv3.OpDelete(s.slotKey(user))))
+			g.ops = append(g.ops, s.ifSlotHolds(user, id, clientv3.OpDelete(s.slotKey(user))))
 		}
 		vs = append(vs, v)
+		gs = append(gs, g)
 	}
-	// visited visits v's record, the response of its record's delete.
-	visited := func(v victim, r *etcdserverpb.ResponseOp) {
+	// visited visits vs[i]'s record, from rs[1], the response of its
+	// record's delete.
+	visited := func(i int, rs []*etcdserverpb.ResponseOp) {
+		v := vs[i]
 		if !v.report {
 			return
 		}
-		prev := r.GetResponseDeleteRange().GetPrevKvs()
+		prev := rs[1].GetResponseDeleteRange().GetPrevKvs()
 		if len(prev) == 0 {
 			return // the record had vanished (its lease), the entry not yet
 		}
@@ -533,36 +536,7 @@ func (s *Store) deleteSessions(c *call, prefix string, kvs []*mvccpb.KeyValue, v
 			visit(sess)
 		}
 	}
-	var cmps []clientv3.Cmp
-	var ops []clientv3.Op
-	for _, v := range vs {
-		cmps = append(cmps, v.cmp)
-		ops = append(ops, v.ops...)
-	}
-	resp, err := s.cli.Txn(c.ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		return 0, err
-	}
-	if resp.Succeeded {
-		i := 0
-		for _, v := range vs {
-			visited(v, resp.Responses[i+1])
-			i += len(v.ops)
-		}
-		return len(vs), nil
-	}
-	n := 0
-	for _, v := range vs {
-		resp, err := s.cli.Txn(c.ctx).If(v.cmp).Then(v.ops...).Commit()
-		if err != nil {
-			return n, err
-		}
-		if resp.Succeeded {
-			n++
-			visited(v, resp.Responses[1])
-		}
-	}
-	return n, nil
+	return s.commitGuarded(c.ctx, gs, visited)
 }
 
 var _ session.ActiveCounter = (*Store)(nil)

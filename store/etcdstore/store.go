@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -422,6 +423,55 @@ func conflict(err error) bool {
 // maxTxnOps is the most operations (or comparisons) the store puts in one
 // transaction: under etcd's default --max-txn-ops of 128.
 const maxTxnOps = 120
+
+// guarded is one deletion of a sweep: ops, to run only while cmp holds
+// (the entry that named the record has not moved since it was read).
+type guarded struct {
+	cmp clientv3.Cmp
+	ops []clientv3.Op
+}
+
+// commitGuarded runs gs in one transaction if every comparison holds; else
+// it runs each in a transaction of its own, skipping those whose comparison
+// fails. It returns how many ran. done, if not nil, is called with the index
+// and the responses of the ops of each one that ran, once its transaction
+// committed.
+func (s *Store) commitGuarded(ctx context.Context, gs []guarded, done func(i int, rs []*etcdserverpb.ResponseOp)) (int, error) {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	for _, g := range gs {
+		cmps = append(cmps, g.cmp)
+		ops = append(ops, g.ops...)
+	}
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if resp.Succeeded {
+		if done != nil {
+			off := 0
+			for i, g := range gs {
+				done(i, resp.Responses[off:off+len(g.ops)])
+				off += len(g.ops)
+			}
+		}
+		return len(gs), nil
+	}
+	n := 0
+	for i, g := range gs {
+		resp, err := s.cli.Txn(ctx).If(g.cmp).Then(g.ops...).Commit()
+		if err != nil {
+			return n, err
+		}
+		if resp.Succeeded {
+			n++
+			if done != nil {
+				done(i, resp.Responses)
+			}
+		}
+	}
+	return n, nil
+}
 
 // rangeAll calls fn with every key-value under prefix, in ascending key
 // order, read at revision rev (0: the latest, which is then fixed for
