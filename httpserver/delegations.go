@@ -223,11 +223,7 @@ func (s *Server) getDelegation(w *recorder, r *http.Request) {
 	} else {
 		rec, err = s.del.Get(ctx, id)
 	}
-	if err != nil {
-		s.fail(w, describe(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, rec)
+	s.writeResult(w, rec, err, describe)
 }
 
 func (s *Server) cancelDelegation(w *recorder, r *http.Request) {
@@ -240,9 +236,5 @@ func (s *Server) cancelDelegation(w *recorder, r *http.Request) {
 		return
 	}
 	rec, err := s.del.Cancel(r.Context(), id)
-	if err != nil {
-		s.fail(w, describe(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, rec)
+	s.writeResult(w, rec, err, describe)
 }

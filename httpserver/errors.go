@@ -190,6 +190,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeJSONBytes(w, status, append(b, '\n'))
 }
 
+// writeResult answers a handler's outcome: v as JSON with 200 or, when
+// err is not nil, the error response toAPI makes of err (describe, or the
+// route's own mapping such as agentError).
+func (s *Server) writeResult(w *recorder, v any, err error, toAPI func(error) *apiError) {
+	if err != nil {
+		s.fail(w, toAPI(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 // writeJSONBytes writes b, a JSON document, as the response.
 func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()

@@ -274,11 +274,7 @@ func (s *Server) getAgent(w *recorder, r *http.Request) {
 		return
 	}
 	a, err := s.reg.Get(r.Context(), name)
-	if err != nil {
-		s.fail(w, agentError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	s.writeResult(w, a, err, agentError)
 }
 
 func (s *Server) deleteAgent(w *recorder, r *http.Request) {
@@ -304,11 +300,7 @@ func (s *Server) heartbeat(w *recorder, r *http.Request) {
 		return
 	}
 	a, err := s.reg.Heartbeat(r.Context(), name)
-	if err != nil {
-		s.fail(w, agentError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	s.writeResult(w, a, err, agentError)
 }
 
 // ---- discovery ----

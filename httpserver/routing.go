@@ -114,11 +114,7 @@ func (s *Server) resumeSession(w *recorder, r *http.Request) {
 		return
 	}
 	fresh, err := s.sessions.Resume(r.Context(), sess.ID, sess.UserID)
-	if err != nil {
-		s.fail(w, sessionError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, fresh)
+	s.writeResult(w, fresh, err, sessionError)
 }
 
 // deleteSession closes a session abandoned and returns it; a closed one
@@ -129,9 +125,5 @@ func (s *Server) deleteSession(w *recorder, r *http.Request) {
 		return
 	}
 	closed, err := s.sessions.CloseSession(r.Context(), sess.ID, session.StatusAbandoned)
-	if err != nil {
-		s.fail(w, sessionError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, closed)
+	s.writeResult(w, closed, err, sessionError)
 }
