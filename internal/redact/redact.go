@@ -1,7 +1,7 @@
-// Package redact masks personal data and secrets in log output (SPEC 11):
-// e-mail addresses, payment card numbers and bearer tokens, in any string
-// a log record carries — its message, its attributes, nested groups and
-// errors.
+// Package redact masks personal data and secrets in log output
+// (docs/OPERATIONS.md#logs): e-mail addresses, payment card numbers and
+// bearer tokens, in any string a log record carries — its message, its
+// attributes, nested groups and errors.
 //
 // Wrap the handler of a logger once, where the logger is made:
 //

@@ -1,8 +1,8 @@
 // Package tracing is what the library packages share for OpenTelemetry
-// tracing (SPEC 11): resolving the tracer and the propagator an Options
-// struct names (nil means the global ones), injecting the trace context
-// into outgoing requests, marking a span failed, and the attribute keys of
-// agentmesh spans.
+// tracing (docs/OPERATIONS.md#tracing): resolving the tracer and the
+// propagator an Options struct names (nil means the global ones), injecting
+// the trace context into outgoing requests, marking a span failed, and the
+// attribute keys of agentmesh spans.
 //
 // It depends on the OpenTelemetry API only, never on the SDK. Until a host
 // installs a provider and a propagator (cmd/agentmesh does when
@@ -11,8 +11,9 @@
 // nothing is injected into outgoing ones.
 //
 // Spans carry names, ids, lengths and codes, never task or input text, an
-// agent's reply or a token (SPEC 10, 11): code that ends a span calls
-// [Fail] with a code, not an error's text, which may quote any of those.
+// agent's reply or a token (docs/OPERATIONS.md#tracing): code that ends a
+// span calls [Fail] with a code, not an error's text, which may quote any of
+// those.
 package tracing
 
 import (
@@ -43,8 +44,8 @@ const (
 	// DelegationStatus is a delegation's status when its span ended:
 	// completed, accepted, failed, timeout, canceled.
 	DelegationStatus = attribute.Key("agentmesh.delegation.status")
-	// DelegationCode is the SPEC error code of a failed delegation or
-	// attempt.
+	// DelegationCode is the error code (docs/API.md#errors) of a failed
+	// delegation or attempt.
 	DelegationCode = attribute.Key("agentmesh.delegation.code")
 	// Attempt is the number of an attempt (1 for the first) or, on a
 	// delegation span, how many were made.
@@ -77,8 +78,8 @@ const (
 	// HTTPStatus is the semantic conventions' http.response.status_code:
 	// the status of an HTTP response, or of an agent's reply.
 	HTTPStatus = attribute.Key("http.response.status_code")
-	// ErrorType is the semantic conventions' error.type: a SPEC error
-	// code, or an HTTP status code for HTTP server spans.
+	// ErrorType is the semantic conventions' error.type: an error code
+	// (docs/API.md#errors), or an HTTP status code for HTTP server spans.
 	ErrorType = attribute.Key("error.type")
 )
 

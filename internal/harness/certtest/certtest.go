@@ -64,15 +64,9 @@ const (
 func NewCA(t testing.TB, cn string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
+	tmpl := newTemplate(t, cn)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatalf("certtest: %v", err)
@@ -82,6 +76,18 @@ func NewCA(t testing.TB, cn string) *CA {
 	ca := &CA{Cert: cert, CertFile: filepath.Join(dir, "ca.crt"), key: key}
 	write(t, ca.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	return ca
+}
+
+// newTemplate returns a certificate template for the subject CommonName cn,
+// with a fresh serial number, valid from an hour ago for a day.
+func newTemplate(t testing.TB, cn string) *x509.Certificate {
+	t.Helper()
+	return &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
 }
 
 // Pool returns a cert pool holding the CA.
@@ -98,13 +104,8 @@ func (ca *CA) Pool() *x509.CertPool {
 func (ca *CA) Issue(t testing.TB, usage Usage, cn string, hosts ...string) *Pair {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
+	tmpl := newTemplate(t, cn)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	switch usage {
 	case Server:
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}

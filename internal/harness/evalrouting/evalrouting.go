@@ -190,7 +190,8 @@ func Classify(ctx context.Context, c routing.Classifier, us []Utterance) ([]Pred
 // Decision is what the confidence gate did with a prediction.
 type Decision int
 
-// Decisions of SPEC 5.3, with "route" split by where it went.
+// Decisions of the confidence gate (docs/API.md#the-confidence-gate), with
+// "route" split by where it went.
 const (
 	// RouteAgent: routed to the classifier's specialist agent (rule 3).
 	RouteAgent Decision = iota
@@ -203,8 +204,12 @@ const (
 	Fallback
 )
 
-// Gate applies SPEC 5.3 with one threshold for every specialist agent;
-// clarify says whether agents ask for clarification (rule 4).
+// Gate applies the confidence gate (docs/API.md#the-confidence-gate), in
+// order: an unknown agent falls back, the default agent routes, confidence at
+// or above the threshold and not ambiguous routes, an agent that asks for
+// clarification clarifies, anything else falls back. It uses one threshold
+// for every specialist agent; clarify says whether agents ask for
+// clarification (rule 4).
 func Gate(p *routing.Classification, known map[string]bool, threshold float64, clarify bool) Decision {
 	switch {
 	case !known[p.AgentID]:

@@ -302,7 +302,8 @@ func testRoundTrip(t *testing.T, s registry.Store) {
 }
 
 func testLargeRecord(t *testing.T, s registry.Store) {
-	// The largest record SPEC section 1 allows is about 200 KiB.
+	// The largest record the agent record's limits allow is about 200 KiB
+	// (docs/AGENTS.md#the-agent-record).
 	a := sampleAgent("large")
 	a.Description = strings.Repeat("d", registry.MaxDescriptionLen)
 	a.Examples = make([]string, registry.MaxExamples)

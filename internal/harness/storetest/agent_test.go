@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -107,11 +106,7 @@ func (s *brokenStore) UpdateAgent(ctx context.Context, name string, fn func(*reg
 	}
 	if s.bug == "lost-updates" {
 		// fn runs unlocked, and the write does not check for a change.
-		s.mu.Unlock()
-		runtime.Gosched()
-		next, err := fn(cur)
-		runtime.Gosched()
-		s.mu.Lock()
+		next, err := callUnlocked(&s.brokenBase, func() (*registry.Agent, error) { return fn(cur) })
 		defer s.mu.Unlock()
 		return s.write(name, next, err)
 	}

@@ -175,13 +175,7 @@ func fullRecord(id string) delegation.Record {
 		Response: &delegation.AgentResponse{
 			Content:          "The budget is 125k EUR for " + id,
 			WorkflowComplete: true,
-			WorkflowState: map[string]any{
-				"step":   "approve",
-				"count":  3.0,
-				"done":   false,
-				"none":   nil,
-				"nested": map[string]any{"list": []any{"a", 1.5, nil, map[string]any{"deep": true}}},
-			},
+			WorkflowState:    workflowState(),
 		},
 		CreatedAt:  created,
 		UpdatedAt:  finished,
@@ -312,7 +306,7 @@ func testDelegationRoundTrip(t *testing.T, s delegation.Store) {
 }
 
 func testDelegationLargeResult(t *testing.T, s delegation.Store) {
-	// The largest result SPEC 4 allows: 4 MiB.
+	// The largest result an agent may return: 4 MiB (docs/SECURITY.md#input).
 	big := minimalRecord("big", delegation.StatusCompleted, delegationBase)
 	big.Result = json.RawMessage(`"` + strings.Repeat("x", delegation.MaxResultBytes-2) + `"`)
 	small := minimalRecord("small", delegation.StatusCompleted, delegationBase.Add(time.Second))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -145,11 +144,7 @@ func (s *brokenDelegationStore) UpdateDelegation(ctx context.Context, id string,
 		cur = delegation.Record{ID: id}
 	}
 	if s.bug == "lost-updates" {
-		s.mu.Unlock()
-		runtime.Gosched()
-		next, err := fn(&cur)
-		runtime.Gosched()
-		s.mu.Lock()
+		next, err := callUnlocked(&s.brokenBase, func() (*delegation.Record, error) { return fn(&cur) })
 		defer s.mu.Unlock()
 		return s.write(id, next, err)
 	}

@@ -106,3 +106,16 @@ func closeWhileWriting(t *testing.T, s any, errClosed error, what string, write 
 		t.Fatal("writers still blocked 30 s after Close")
 	}
 }
+
+// workflowState returns a workflow state that holds every kind of JSON
+// value, nested, for round-trip cases: a store must give it back as it
+// was, numbers as float64.
+func workflowState() map[string]any {
+	return map[string]any{
+		"step":   "approve",
+		"count":  3.0,
+		"done":   false,
+		"none":   nil,
+		"nested": map[string]any{"list": []any{"a", 1.5, nil, map[string]any{"deep": true}}},
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -102,6 +103,19 @@ func (s *brokenBase) check(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// callUnlocked is the bug "lost-updates" of a broken store whose caller
+// holds s.mu: it releases s.mu, yields, calls fn, yields again so that
+// concurrent updates interleave, and takes s.mu back before it returns
+// fn's results.
+func callUnlocked[T any](s *brokenBase, fn func() (T, error)) (T, error) {
+	s.mu.Unlock()
+	runtime.Gosched()
+	next, err := fn()
+	runtime.Gosched()
+	s.mu.Lock()
+	return next, err
 }
 
 func (s *brokenBase) Close() error {

@@ -102,13 +102,7 @@ func fullSession(user string) session.Session {
 			{Role: session.RoleAgent, Content: `{"not": "parsed"}`, Timestamp: created.Add(time.Nanosecond), Agent: "finance"},
 			{Role: session.RoleUser, Content: "", Timestamp: created.Add(time.Second).In(time.UTC)},
 		},
-		WorkflowState: map[string]any{
-			"step":   "approve",
-			"count":  3.0,
-			"done":   false,
-			"none":   nil,
-			"nested": map[string]any{"list": []any{"a", 1.5, nil, map[string]any{"deep": true}}},
-		},
+		WorkflowState: workflowState(),
 		PendingClarification: &session.Clarification{
 			SuggestedAgent: "hr",
 			OriginalInput:  "leave policy?",

@@ -129,11 +129,7 @@ func (s *brokenSessionStore) UpdateSession(ctx context.Context, id string, fn fu
 	}
 	cur := v.Clone()
 	if s.bug == "lost-updates" {
-		s.mu.Unlock()
-		runtime.Gosched()
-		next, err := fn(&cur)
-		runtime.Gosched()
-		s.mu.Lock()
+		next, err := callUnlocked(&s.brokenBase, func() (*session.Session, error) { return fn(&cur) })
 		return s.writeUpdate(v, next, err)
 	}
 	next, err := fn(&cur)
