@@ -1,5 +1,5 @@
-// Package metrics is the Prometheus metric set of SPEC 11 for the mesh
-// libraries (the HTTP metrics are httpserver's own):
+// Package metrics is the Prometheus metric set of the mesh libraries (the
+// HTTP metrics are httpserver's own; docs/OPERATIONS.md#metrics lists all):
 //
 //	agentmesh_discover_duration_seconds            histogram  time to rank agents for a query
 //	agentmesh_delegations_total{agent,status}      counter    delegations reaching accepted or a final status

@@ -71,14 +71,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Metrics is the SPEC 11 metric set of the mesh, besides the HTTP metrics
-// of httpserver: delegations, dispatches, discovery, breakers, routing
-// decisions, agents and sessions. It is fed through the hooks the library
-// packages offer — pass [Metrics.ObserveRecord] as
-// delegation.Options.OnRecord, [Metrics.ObserveDecision] as
-// routing.RouterOptions.OnDecision, the searcher of [Metrics.Searcher] to
-// the front-ends, and call [Metrics.Follow] with the registry — and reads
-// breaker states and the session count when scraped.
+// Metrics is the metric set of the mesh (docs/OPERATIONS.md#metrics),
+// besides the HTTP metrics of httpserver: delegations, dispatches,
+// discovery, breakers, routing decisions, agents and sessions. It is fed
+// through the hooks the library packages offer — pass
+// [Metrics.ObserveRecord] as delegation.Options.OnRecord,
+// [Metrics.ObserveDecision] as routing.RouterOptions.OnDecision, the
+// searcher of [Metrics.Searcher] to the front-ends, and call
+// [Metrics.Follow] with the registry — and reads breaker states and the
+// session count when scraped.
 //
 // The agent label takes the names of registered agents only, so its
 // cardinality is bounded by the registry; the series of an agent are

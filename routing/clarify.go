@@ -53,12 +53,13 @@ func ClarificationLanguages() []string {
 // a clarification question.
 const maxDescriptionRunes = 160
 
-// ClarificationQuestion builds the question of SPEC 5.4 about agent in
-// language lang (an ISO 639-1 code or a BCP 47 tag such as "pt-BR"; case
-// does not matter): the agent's clarificationContext after a request for
-// more detail when it has one, else a question naming its display name and
-// the first sentence of its description. A language without a translation
-// gets English. The question never contains the user's input.
+// ClarificationQuestion builds the clarification question
+// (docs/API.md#clarification) about agent in language lang (an ISO 639-1
+// code or a BCP 47 tag such as "pt-BR"; case does not matter): the agent's
+// clarificationContext after a request for more detail when it has one,
+// else a question naming its display name and the first sentence of its
+// description. A language without a translation gets English. The question
+// never contains the user's input.
 func ClarificationQuestion(agent registry.Agent, lang string) string {
 	t, ok := clarifyTexts[baseLanguage(lang)]
 	if !ok {

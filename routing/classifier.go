@@ -6,9 +6,9 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 )
 
-// Classifier picks the agent that should handle a user's message (SPEC
-// section 5.2). Implementations must be safe for concurrent use, and must
-// return promptly once ctx is done.
+// Classifier picks the agent that should handle a user's message
+// (docs/API.md#how-a-message-is-routed). Implementations must be safe for
+// concurrent use, and must return promptly once ctx is done.
 //
 // Classify returns the agent it would route text to with a confidence in
 // [0, 1]; the confidence gate ([Gate]) decides what to do with it. An

@@ -1,6 +1,6 @@
-// Package routing is the orchestrator of SPEC section 5: it takes a user's
-// message, classifies it against the registered agents, and routes it,
-// asks for clarification, or falls back to the default agent.
+// Package routing is the orchestrator (docs/API.md#routing): it takes a
+// user's message, classifies it against the registered agents, and routes
+// it, asks for clarification, or falls back to the default agent.
 //
 // The pieces, each usable on its own:
 //
@@ -13,7 +13,8 @@
 //     descriptions and display names, and retrains in the background when
 //     the registry changes. [LLM] asks an OpenAI-compatible endpoint and
 //     falls back to the lexical classifier per request.
-//   - [Gate], the confidence gate of SPEC 5.3, a pure function.
+//   - [Gate], the confidence gate (docs/API.md#the-confidence-gate), a
+//     pure function.
 //   - [Router], the pipeline: sessions, classification, gate,
 //     clarification, dispatch and fallback.
 //

@@ -53,7 +53,7 @@ func (r *Router) openSession(ctx context.Context, t *turn, agent string) (sessio
 // failure is one failed dispatch.
 type failure struct {
 	agent  string
-	code   string    // SPEC error code
+	code   string    // error code (docs/API.md#errors)
 	reason Reason    // ReasonAgentUnavailable or ReasonDispatchFailed
 	detail string    // human text
 	until  time.Time // when the agent's breaker half-opens; zero if unknown

@@ -61,10 +61,10 @@ func requireNoInput(t *testing.T, sr *tracetest.SpanRecorder, input string) {
 	}
 }
 
-// SPEC 11: a routed request is a routing.route span in the caller's trace
-// with classify, gate and dispatch under it, and the dispatcher's work
-// (the delegation) under dispatch; decisions, agents and confidence are
-// attributes, the input only by its length.
+// Tracing (docs/OPERATIONS.md#tracing): a routed request is a routing.route
+// span in the caller's trace with classify, gate and dispatch under it, and
+// the dispatcher's work (the delegation) under dispatch; decisions, agents
+// and confidence are attributes, the input only by its length.
 func TestTracingRoutedRequest(t *testing.T) {
 	e, sr := tracedRouterEnv(t)
 	caller := sdktrace.NewTracerProvider() // a separate provider: only its context matters

@@ -1,7 +1,8 @@
 // Package session keeps the multi-turn conversations of the routing
-// orchestrator (SPEC 5.6): one [Session] per conversation, at most one
-// active session per user, a sliding TTL, a capped turn history, the
-// agent's workflow state and a pending clarification (SPEC 5.4).
+// orchestrator (docs/API.md#sessions): one [Session] per conversation, at
+// most one active session per user, a sliding TTL, a capped turn history,
+// the agent's workflow state and a pending clarification
+// (docs/API.md#clarification).
 //
 // [Manager] runs the lifecycle over a [Store]; store/memstore and
 // store/boltstore implement the Store (and store/etcdstore will), all

@@ -88,7 +88,8 @@ type Options struct {
 // Params describes the session [Manager.GetOrCreate] creates when the user
 // has no live active session.
 type Params struct {
-	// UserID identifies the user (SPEC 5.1: user_id, else employee_id).
+	// UserID identifies the user: the message's user_id, else its
+	// employee_id (docs/API.md#how-a-message-is-routed).
 	// Required; at most [MaxUserIDLen] bytes.
 	UserID string
 	// EmployeeID is recorded as given.
@@ -99,8 +100,8 @@ type Params struct {
 	Metadata map[string]any
 }
 
-// Manager runs the session lifecycle of SPEC 5.6 over a [Store]: one
-// active session per user, a sliding TTL, a capped history, serialised
+// Manager runs the session lifecycle (docs/API.md#sessions) over a [Store]:
+// one active session per user, a sliding TTL, a capped history, serialised
 // turns, clarifications, close, resume and the expiry sweep.
 //
 // A Manager is safe for concurrent use by multiple goroutines. It holds no
@@ -261,7 +262,8 @@ func (m *Manager) Get(ctx context.Context, id string) (Session, error) {
 // Active returns the user's active session, or an error wrapping
 // [ErrNotFound] when there is none — [ErrExpired] when there is one but it
 // has expired (it counts as gone). It never writes: this is the lookup of
-// the session bypass (SPEC 5.1 step 2).
+// the session bypass, where an identified user's next message goes
+// straight to the session's agent (docs/API.md#how-a-message-is-routed).
 func (m *Manager) Active(ctx context.Context, userID string) (Session, error) {
 	if m == nil || m.store == nil {
 		return Session{}, errNoStore
@@ -422,9 +424,9 @@ func (m *Manager) Update(ctx context.Context, id string, fn func(s *Session) err
 	})
 }
 
-// SetClarification stores a pending clarification on the active session
-// id (SPEC 5.4), replacing any other: the user was asked about
-// suggestedAgent after sending originalInput. It lapses
+// SetClarification stores a pending clarification on the active session id
+// (docs/API.md#clarification), replacing any other: the user was asked
+// about suggestedAgent after sending originalInput. It lapses
 // Options.ClarificationTTL (5 min) from now.
 func (m *Manager) SetClarification(ctx context.Context, id, suggestedAgent, originalInput string) (Session, error) {
 	return m.update(ctx, "set clarification of", id, func(s *Session, now time.Time) error {
@@ -496,7 +498,7 @@ func (m *Manager) CloseSession(ctx context.Context, id string, status Status) (S
 // for userID (POST /v1/sessions/{id}/resume): the new session carries the
 // prior's agent, employee id, last MaxTurns turns, workflow state and
 // metadata (plus [MetadataResumedFrom]), and the prior is closed
-// completed — also when it was already closed, as SPEC 5.6 says.
+// completed — also when it was already closed (docs/API.md#sessions).
 //
 // The prior must belong to userID ([ErrForbidden]) and must not have
 // expired ([ErrExpired]). If the user has another active session, it is

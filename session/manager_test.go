@@ -242,7 +242,8 @@ func TestAppendTurns(t *testing.T) {
 	assert.Equal(t, clk.Now().Add(session.DefaultTTL), s.ExpiresAt)
 }
 
-// TestConcurrentTurnsAndCreates is the stress test of SPEC 5.6: many
+// TestConcurrentTurnsAndCreates is the stress test of the session rules
+// (docs/API.md#sessions: one active session per user, no turn lost): many
 // first messages of several users at once, each appending a user turn and
 // an agent turn. Every user ends with one session holding every turn.
 func TestConcurrentTurnsAndCreates(t *testing.T) {

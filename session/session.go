@@ -12,8 +12,9 @@ import (
 // Status is the lifecycle state of a [Session].
 type Status string
 
-// The statuses of SPEC 5.6. A session is created active; every other status
-// is final: a closed session never becomes active again.
+// The statuses of a session (docs/API.md#sessions). A session is created
+// active; every other status is final: a closed session never becomes
+// active again.
 const (
 	StatusActive    Status = "active"
 	StatusCompleted Status = "completed" // the workflow completed, or the session was resumed
@@ -47,17 +48,18 @@ type Turn struct {
 	Agent string `json:"agent,omitempty"`
 }
 
-// Clarification is a pending clarification question (SPEC 5.4): the user
-// was asked whether they meant SuggestedAgent, and their next message is
-// classified together with OriginalInput. It lapses at Expires.
+// Clarification is a pending clarification question
+// (docs/API.md#clarification): the user was asked whether they meant
+// SuggestedAgent, and their next message is classified together with
+// OriginalInput. It lapses at Expires.
 type Clarification struct {
 	SuggestedAgent string    `json:"suggested_agent"`
 	OriginalInput  string    `json:"original_input"`
 	Expires        time.Time `json:"expires"`
 }
 
-// Session is the session record of SPEC 5.6. Its JSON form, with the seed
-// orchestrator's snake_case names, is the wire form of
+// Session is the session record (docs/API.md#sessions). Its JSON form, with
+// the seed orchestrator's snake_case names, is the wire form of
 // GET /v1/sessions/{id}; turn_history and workflow_state are never null.
 //
 // Every session has an expiry. An active session's ExpiresAt slides to now
