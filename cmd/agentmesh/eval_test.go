@@ -31,25 +31,41 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// evalOK runs `agentmesh eval args...`, requires exit code 0 and returns
+// what it wrote to stdout.
+func evalOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runEval(args, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	return stdout.String()
+}
+
+// assertEvalFails runs `agentmesh eval args...` and asserts that it exits
+// with code, that its stderr contains msg, and that it writes nothing to
+// stdout.
+func assertEvalFails(t *testing.T, args []string, code int, msg string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, code, runEval(args, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), msg)
+	assert.Empty(t, stdout.String())
+}
+
 func TestEvalDiscovery(t *testing.T) {
 	corpus := writeFile(t, "corpus.jsonl", testCorpus)
 	queries := writeFile(t, "queries.jsonl", testQueries)
 
-	var stdout, stderr bytes.Buffer
-	code := runEval([]string{"discovery", "--corpus", corpus, "--queries", queries}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	out := stdout.String()
+	out := evalOK(t, "discovery", "--corpus", corpus, "--queries", queries)
 	assert.Contains(t, out, "scorer bm25, 3 agents")
 	assert.Contains(t, out, "4 queries")
 	assert.Regexp(t, `(?m)^all\s+4\s+0\.6250\s+0\.7500\s`, out) // the "?!" query is a miss
 	assert.Regexp(t, `(?m)^multi\s+1\s+0\.5000\s+1\.0000\s+1\.0000\s+1\.0000$`, out)
 	assert.Regexp(t, `(?m)^single\s+2\s+1\.0000\s`, out)
 
-	stdout.Reset()
-	code = runEval([]string{"discovery", "--corpus", corpus, "--queries", queries, "--scorer", "overlap", "--json"}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
+	out = evalOK(t, "discovery", "--corpus", corpus, "--queries", queries, "--scorer", "overlap", "--json")
 	var rep evalReport
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	assert.Equal(t, "overlap", rep.Scorer)
 	assert.Equal(t, 3, rep.Corpus.Count)
 	assert.Equal(t, 4, rep.Queries.Count)
@@ -91,11 +107,7 @@ func TestEvalErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := runEval(tt.args, &stdout, &stderr)
-			assert.Equal(t, tt.code, code)
-			assert.Contains(t, stderr.String(), tt.stderr)
-			assert.Empty(t, stdout.String())
+			assertEvalFails(t, tt.args, tt.code, tt.stderr)
 		})
 	}
 }
@@ -148,10 +160,7 @@ func TestEvalRouting(t *testing.T) {
 	require.NoError(t, os.WriteFile(test, []byte(routingTest), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "domains.json"), []byte(routingDomains), 0o600))
 
-	var stdout, stderr bytes.Buffer
-	code := runEval([]string{"routing", "--train", train, "--test", test}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	out := stdout.String()
+	out := evalOK(t, "routing", "--train", train, "--test", test)
 	assert.Contains(t, out, "routing evaluation: lexical classifier, intent granularity")
 	assert.Contains(t, out, "17 utterances, 4 agents")
 	assert.Contains(t, out, "no --val: threshold")
@@ -161,9 +170,7 @@ func TestEvalRouting(t *testing.T) {
 	assert.Regexp(t, `(?m)^in scope\s+\d+\s+\d+\s+\d+\s+0\s+\d+$`, out)
 	assert.Contains(t, out, "µs per message")
 
-	stdout.Reset()
-	code = runEval([]string{"routing", "--train", train, "--val", test, "--test", test, "--json", "--oos-examples=false"}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
+	out = evalOK(t, "routing", "--train", train, "--val", test, "--test", test, "--json", "--oos-examples=false")
 	var rep struct {
 		Classifier, Granularity, ThresholdFrom string
 		OOSExamples                            bool
@@ -175,7 +182,7 @@ func TestEvalRouting(t *testing.T) {
 			Decisions                struct{ InScope, OOS map[string]int }
 		}
 	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.Equal(t, "lexical", rep.Classifier)
 	assert.Equal(t, "intent", rep.Granularity)
 	assert.Equal(t, "val", rep.ThresholdFrom)
@@ -192,11 +199,9 @@ func TestEvalRouting(t *testing.T) {
 	}
 	assert.Equal(t, 8, total, "every utterance has one decision")
 
-	stdout.Reset()
-	code = runEval([]string{"routing", "--train", train, "--test", test, "--granularity", "domain"}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	assert.Contains(t, stdout.String(), "domain granularity")
-	assert.Contains(t, stdout.String(), "3 agents", "two domains and the default agent")
+	out = evalOK(t, "routing", "--train", train, "--test", test, "--granularity", "domain")
+	assert.Contains(t, out, "domain granularity")
+	assert.Contains(t, out, "3 agents", "two domains and the default agent")
 }
 
 func TestEvalRoutingErrors(t *testing.T) {
@@ -238,11 +243,7 @@ func TestEvalRoutingErrors(t *testing.T) {
 				require.NoError(t, os.Remove(domains))
 				defer os.WriteFile(domains, []byte(`{"weather": "utility"}`), 0o600)
 			}
-			var stdout, stderr bytes.Buffer
-			code := runEval(tt.args, &stdout, &stderr)
-			assert.Equal(t, tt.code, code)
-			assert.Contains(t, stderr.String(), tt.stderr)
-			assert.Empty(t, stdout.String())
+			assertEvalFails(t, tt.args, tt.code, tt.stderr)
 		})
 	}
 }
