@@ -164,22 +164,6 @@ func TestAuditRegistrations(t *testing.T) {
 	}
 }
 
-// auditPage is one page of GET /v1/audit.
-func auditPage(t *testing.T, e *env, path, token string) ([]audit.Entry, string) {
-	t.Helper()
-	r := e.get(path, token)
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	var es []audit.Entry
-	r.JSON(t, &es)
-	require.NotNil(t, es, "an empty page is [], not null")
-	next := ""
-	if l := r.Header.Get("Link"); l != "" {
-		require.True(t, strings.HasPrefix(l, "<") && strings.HasSuffix(l, `>; rel="next"`), l)
-		next = l[1:strings.Index(l, ">")]
-	}
-	return es, next
-}
-
 func TestAuditRoute(t *testing.T) {
 	e, rec := newAuditEnv(t, true, nil)
 	start := time.Now()
@@ -198,7 +182,7 @@ func TestAuditRoute(t *testing.T) {
 		var seen []string
 		path := "/v1/audit?limit=10"
 		for range 10 {
-			page, next := auditPage(t, e, path, adminToken)
+			page, next := listPage[audit.Entry](t, e, path, adminToken)
 			for _, en := range page {
 				if en.Action == "test" {
 					seen = append(seen, en.Target)
@@ -218,7 +202,7 @@ func TestAuditRoute(t *testing.T) {
 	})
 
 	t.Run("DefaultLimit", func(t *testing.T) {
-		page, next := auditPage(t, e, "/v1/audit", adminToken)
+		page, next := listPage[audit.Entry](t, e, "/v1/audit", adminToken)
 		assert.GreaterOrEqual(t, len(page), 25)
 		assert.Less(t, len(page), audit.DefaultListLimit)
 		assert.Empty(t, next, "no next page when the page is not full")
@@ -228,7 +212,7 @@ func TestAuditRoute(t *testing.T) {
 		mid := time.Now()
 		time.Sleep(2 * time.Millisecond)
 		rec.Record(audit.Entry{Actor: "ci", Action: "later", Outcome: audit.OutcomeSuccess})
-		page, _ := auditPage(t, e, "/v1/audit?since="+url.QueryEscape(mid.Format(time.RFC3339Nano)), adminToken)
+		page, _ := listPage[audit.Entry](t, e, "/v1/audit?since="+url.QueryEscape(mid.Format(time.RFC3339Nano)), adminToken)
 		var actions []string
 		for _, en := range page {
 			actions = append(actions, en.Action)
@@ -236,9 +220,9 @@ func TestAuditRoute(t *testing.T) {
 		}
 		assert.Contains(t, actions, "later")
 		assert.NotContains(t, actions, "test")
-		page, _ = auditPage(t, e, "/v1/audit?since="+start.Add(-time.Hour).UTC().Format(time.RFC3339), adminToken)
+		page, _ = listPage[audit.Entry](t, e, "/v1/audit?since="+start.Add(-time.Hour).UTC().Format(time.RFC3339), adminToken)
 		assert.GreaterOrEqual(t, len(page), 26)
-		page, _ = auditPage(t, e, "/v1/audit?since=2999-01-01T00:00:00Z", adminToken)
+		page, _ = listPage[audit.Entry](t, e, "/v1/audit?since=2999-01-01T00:00:00Z", adminToken)
 		assert.Empty(t, page)
 	})
 
@@ -260,7 +244,7 @@ func TestAuditRoute(t *testing.T) {
 	})
 
 	t.Run("LimitIsCapped", func(t *testing.T) {
-		page, _ := auditPage(t, e, "/v1/audit?limit=5000", adminToken)
+		page, _ := listPage[audit.Entry](t, e, "/v1/audit?limit=5000", adminToken)
 		assert.NotEmpty(t, page)
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,29 @@ func (r *response) Err(t testing.TB) httpserver.ErrorResponse {
 func (r *response) JSON(t testing.TB, v any) {
 	t.Helper()
 	require.NoErrorf(t, json.Unmarshal(r.Body, v), "body %q", r.Body)
+}
+
+// linkRE matches a Link header to the next page of a list.
+var linkRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
+
+// listPage GETs one page of a list route (/v1/agents, /v1/delegations,
+// /v1/audit) and returns its items and the URL of the next page, "" when
+// its Link header names none. A page must be 200, a JSON array (an empty
+// page is [], not null), and carry a well-formed Link or none.
+func listPage[T any](t testing.TB, e *env, path, token string) ([]T, string) {
+	t.Helper()
+	r := e.get(path, token)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var items []T
+	r.JSON(t, &items)
+	require.NotNil(t, items, "an empty page is [], not null")
+	next := ""
+	if l := r.Header.Get("Link"); l != "" {
+		m := linkRE.FindStringSubmatch(l)
+		require.NotNil(t, m, "Link %q", l)
+		next = m[1]
+	}
+	return items, next
 }
 
 // req describes a request; Body is JSON-encoded unless it is a string or
