@@ -78,14 +78,10 @@ func (s *Server) listAudit(w *recorder, r *http.Request) {
 		return
 	}
 	var aq audit.Query
-	if aq.Limit, e = q.nonNegInt("limit"); e != nil {
+	if aq.Limit, e = q.limit(audit.DefaultListLimit, audit.MaxListLimit); e != nil {
 		s.fail(w, e)
 		return
 	}
-	if aq.Limit == 0 {
-		aq.Limit = audit.DefaultListLimit
-	}
-	aq.Limit = min(aq.Limit, audit.MaxListLimit)
 	if q.has("since") {
 		t, err := time.Parse(time.RFC3339Nano, q.get("since"))
 		if err != nil {

@@ -137,7 +137,7 @@ func (s *Server) listDelegations(w *recorder, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	limit, e := q.nonNegInt("limit")
+	limit, e := q.limit(delegation.DefaultListLimit, delegation.MaxListLimit)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -152,10 +152,6 @@ func (s *Server) listDelegations(w *recorder, r *http.Request) {
 		s.fail(w, fieldError("status", "invalid status: must be one of pending, running, accepted, completed, failed, timeout, canceled"))
 		return
 	}
-	if limit == 0 {
-		limit = delegation.DefaultListLimit
-	}
-	limit = min(limit, delegation.MaxListLimit)
 	recs, err := s.del.List(r.Context(), delegation.ListFilter{Status: status, Target: q.get("target"), Limit: limit, Offset: offset})
 	if err != nil {
 		s.fail(w, describe(err))

@@ -63,6 +63,19 @@ func (q query) nonNegInt(k string) (int, *apiError) {
 	return n, nil
 }
 
+// limit reads the page size of a list route, "limit": a non-negative
+// integer, where absent or 0 means def, capped at maxN.
+func (q query) limit(def, maxN int) (int, *apiError) {
+	n, e := q.nonNegInt("limit")
+	if e != nil {
+		return 0, e
+	}
+	if n == 0 {
+		n = def
+	}
+	return min(n, maxN), nil
+}
+
 func (q query) float(k string) (float64, *apiError) {
 	if !q.has(k) {
 		return 0, nil
