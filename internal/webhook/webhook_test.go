@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/internal/webhook"
 	"github.com/agentmesh/agentmesh/netguard"
 )
@@ -187,7 +188,7 @@ func TestNoRetryOn4xx(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := newReceiver(t, tc.reply, status(200))
-			var logs syncBuffer
+			var logs logtest.Buffer
 			s := newSender(t, rc.srv.URL, fast(webhook.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 			require.True(t, s.Send("e", []byte(`{}`)))
 			drain(t, s)
@@ -216,7 +217,7 @@ func TestRetriesNetworkErrors(t *testing.T) {
 			conn.Close()
 		}
 	}, status(200))
-	var logs syncBuffer
+	var logs logtest.Buffer
 	url := rc.srv.URL + "/hook?token=URLSECRET"
 	s := newSender(t, url, fast(webhook.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	require.True(t, s.Send("e", []byte(`{}`)))
@@ -253,7 +254,7 @@ func TestOverflowDrops(t *testing.T) {
 		<-release
 		w.WriteHeader(200)
 	})
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s := newSender(t, rc.srv.URL, fast(webhook.Options{QueueSize: 2, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	require.True(t, s.Send("e", []byte(`{"n":0}`)))
 	<-rc.arrived // the first is in flight, blocked
@@ -333,21 +334,4 @@ func TestNewValidates(t *testing.T) {
 			assert.NotContains(t, err.Error(), tc.secret)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

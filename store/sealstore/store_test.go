@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/internal/harness/storetest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/boltstore"
@@ -393,7 +394,7 @@ func TestWatchOpensChanges(t *testing.T) {
 	writer := sealstore.Wrap(openEtcd(t, prefix), newRing(t, a), nil)
 	put(t, writer, agent("first", "token-1"))
 
-	var logs syncBuffer
+	var logs logtest.Buffer
 	reader, ok := sealstore.Wrap(openEtcd(t, prefix), newRing(t, a),
 		&sealstore.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}).(registry.WatchableStore)
 	require.True(t, ok)
@@ -443,22 +444,4 @@ func TestWatchOpensChanges(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Positive(t, rev)
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
