@@ -1,8 +1,9 @@
-// Shared helpers of the interop scripts: the agentmesh binary, a tiny
-// HTTP agent implementing the SPEC 4.1 POST /task contract, child-process
-// bookkeeping (children are killed even when a script fails), a
-// transcript, and the MCP flow that mcp-stdio.mjs and mcp-http.mjs both
-// run with the official TypeScript MCP SDK client.
+// Shared helpers of the interop scripts: the agentmesh binary, a tiny HTTP
+// agent implementing the POST /task contract of http agents
+// (docs/AGENTS.md#the-http-protocol), child-process bookkeeping (children
+// are killed even when a script fails), a transcript, and the MCP flow that
+// mcp-stdio.mjs and mcp-http.mjs both run with the official TypeScript MCP
+// SDK client.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -161,10 +162,11 @@ export function onFailure(fn) {
 
 // ---------------------------------------------------------------- the agent
 
-// startAgent starts an HTTP agent on 127.0.0.1 that implements the SPEC
-// 4.1 contract: POST /task with {delegationId, task, context}, answered
-// with 200 {result}. It refuses a wrong Authorization header (401) and
-// records what it saw (headers, body) in seen. Behaviour by task:
+// startAgent starts an HTTP agent on 127.0.0.1 that implements the http
+// agent contract (docs/AGENTS.md#the-http-protocol): POST /task with
+// {delegationId, task, context}, answered with 200 {result}. It refuses a
+// wrong Authorization header (401) and records what it saw (headers, body)
+// in seen. Behaviour by task:
 // a task containing "explode" gets 500 (a failed delegation); "slow"
 // answers after 2 s; "async" gets 202 and, 100 ms later, a POST of
 // {status: completed, result: "async done: <task>"} to the callbackUrl; a
@@ -341,7 +343,7 @@ async function startServeOnce(bin, { token, tokensFile, extraArgs = [] }) {
 
 // ---------------------------------------------------------------- MCP checks
 
-// CORE_TOOLS are the tools of SPEC 7 every agentmesh MCP server has.
+// CORE_TOOLS are the tools every agentmesh MCP server has (docs/MCP.md#tools).
 export const CORE_TOOLS = [
   'mesh_register',
   'mesh_discover',
@@ -350,15 +352,15 @@ export const CORE_TOOLS = [
   'mesh_get_delegation',
   'mesh_list_agents',
 ];
-// ROUTING_TOOLS are SPEC 7's routing tools, served when routing is on
-// (stdio always; serve with --agents).
+// ROUTING_TOOLS are the routing tools (docs/MCP.md#tools), served when
+// routing is on (stdio always; serve with --agents).
 export const ROUTING_TOOLS = ['mesh_route', 'handle_message'];
 
 // The MCP defaults of the annotation hints (a missing hint means these).
 const HINT_DEFAULTS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
 
-// SPEC 7's annotations column, as hint values.
-const SPEC_ANNOTATIONS = {
+// The annotations each tool declares (docs/MCP.md#tools), as hint values.
+const TOOL_ANNOTATIONS = {
   mesh_register: { readOnlyHint: false, idempotentHint: true, destructiveHint: false },
   mesh_discover: { readOnlyHint: true },
   mesh_unregister: { destructiveHint: true, idempotentHint: true },
@@ -374,20 +376,21 @@ function hint(tool, name) {
 }
 
 // checkTools lists the tools and checks names, schemas and annotations
-// against SPEC 7. It returns the tools by name.
+// against the documented tools (docs/MCP.md#tools). It returns the tools by
+// name.
 export async function checkTools(client, expectedNames) {
   // getToolOutputValidator is the (TypeScript-private) method callTool
   // validates with, in the pinned SDK version.
   assert.equal(typeof client.getToolOutputValidator, 'function', 'SDK internals changed: update checkTools');
   const { tools } = await client.listTools();
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-  assert.deepEqual(Object.keys(byName).sort(), [...expectedNames].sort(), 'tools/list: tool names (SPEC 7)');
+  assert.deepEqual(Object.keys(byName).sort(), [...expectedNames].sort(), 'tools/list: tool names (docs/MCP.md#tools)');
   for (const t of tools) {
     assert.ok(t.description && t.description.length > 40, `${t.name}: has a description`);
     assert.equal(t.inputSchema?.type, 'object', `${t.name}: inputSchema is an object schema`);
-    assert.equal(t.outputSchema?.type, 'object', `${t.name}: outputSchema is an object schema (SPEC 7: output schemas)`);
-    for (const [h, want] of Object.entries(SPEC_ANNOTATIONS[t.name] ?? {})) {
-      assert.equal(hint(t, h), want, `${t.name}: annotation ${h} should be ${want} (SPEC 7), tool has ${JSON.stringify(t.annotations)}`);
+    assert.equal(t.outputSchema?.type, 'object', `${t.name}: outputSchema is an object schema (docs/MCP.md#tools: every tool has an output schema)`);
+    for (const [h, want] of Object.entries(TOOL_ANNOTATIONS[t.name] ?? {})) {
+      assert.equal(hint(t, h), want, `${t.name}: annotation ${h} should be ${want} (docs/MCP.md#tools), tool has ${JSON.stringify(t.annotations)}`);
     }
     // Read-only tools must not claim to be destructive (the MCP meaning of
     // the hints), and every tool's output is validated by the client.
@@ -423,7 +426,7 @@ export async function callOk(client, name, args) {
 }
 
 // callErr is call that insists on an isError result whose text starts
-// with the SPEC code.
+// with the error code (docs/MCP.md#errors).
 export async function callErr(client, name, args, code) {
   const res = await call(client, name, args);
   assert.equal(res.isError, true, `${name}(${JSON.stringify(args)}) should be an isError result, got ${JSON.stringify(res.structuredContent ?? textOf(res))}`);
@@ -467,39 +470,33 @@ export async function proveOutputValidation(client, tools, args) {
   }
 }
 
-// mcpFlow is the SPEC 7 flow both MCP transports run: register an agent
-// whose endpoint is the node agent, discover, delegate, read the record,
-// list, failed and timed-out delegations, the error cases, unregister.
-// With asyncCallbacks (serve, which receives the agent's callback) it
-// runs an async delegation too.
+// mcpFlow is the MCP server flow (docs/MCP.md#tools) both transports run:
+// register an agent whose endpoint is the node agent, discover, delegate,
+// read the record, list, failed and timed-out delegations, the error cases,
+// unregister. With asyncCallbacks (serve, which receives the agent's
+// callback) it runs an async delegation too.
 export async function mcpFlow(client, { tools, agent, agentToken, suffix, asyncCallbacks = false }) {
   const name = `echo-agent-${suffix}`;
+  // The record mesh_register gets, twice: once to create, once to replace.
+  const record = {
+    name,
+    description: 'Echoes tasks back; used by the agentmesh interop tests.',
+    capabilities: ['echo', 'interop testing'],
+    examples: ['echo this sentence'],
+    endpoint: agent.url,
+    labels: { suite: 'interop' },
+    auth: { type: 'bearer', token: agentToken },
+  };
 
   const reg = await step('mesh_register creates the agent (token write-only)', async () => {
-    const out = await callOk(client, 'mesh_register', {
-      name,
-      description: 'Echoes tasks back; used by the agentmesh interop tests.',
-      capabilities: ['echo', 'interop testing'],
-      examples: ['echo this sentence'],
-      endpoint: agent.url,
-      labels: { suite: 'interop' },
-      auth: { type: 'bearer', token: agentToken },
-    });
+    const out = await callOk(client, 'mesh_register', record);
     assert.equal(out.created, true);
     assert.equal(out.agent.name, name);
     assert.equal(out.agent.endpoint, agent.url);
     assert.equal(out.agent.protocol, 'http');
     assert.equal(out.agent.auth?.type, 'bearer');
     assert.equal(out.agent.auth?.token, undefined, 'auth.token is never returned');
-    const again = await callOk(client, 'mesh_register', {
-      name,
-      description: 'Echoes tasks back; used by the agentmesh interop tests.',
-      capabilities: ['echo', 'interop testing'],
-      examples: ['echo this sentence'],
-      endpoint: agent.url,
-      labels: { suite: 'interop' },
-      auth: { type: 'bearer', token: agentToken },
-    });
+    const again = await callOk(client, 'mesh_register', record);
     assert.equal(again.created, false, 're-registering the same name replaces it (upsert)');
     assert.equal(again.agent.registeredAt, out.agent.registeredAt, 'registeredAt survives re-registration');
     return out;
@@ -540,7 +537,7 @@ export async function mcpFlow(client, { tools, agent, agentToken, suffix, asyncC
     assert.equal(out.result.context.customer, 'acme', 'the context reached the agent');
     assert.equal(out.result.context.depth, 1, 'context.depth counts the hop');
     const seen = agent.seen[before];
-    assert.equal(seen.headerId, out.id, 'X-Mesh-Delegation-Id header (SPEC 4.1)');
+    assert.equal(seen.headerId, out.id, 'X-Mesh-Delegation-Id header (docs/AGENTS.md#the-request)');
     assert.match(seen.userAgent ?? '', /^agentmesh\//, 'User-Agent agentmesh/<version>');
     assert.match(seen.contentType ?? '', /^application\/json/);
     // context as a JSON string, and the mesh picking the agent by query
@@ -607,7 +604,7 @@ export async function mcpFlow(client, { tools, agent, agentToken, suffix, asyncC
     });
   }
 
-  await step('bad arguments are isError results with SPEC codes', async () => {
+  await step('bad arguments are isError results with error codes', async () => {
     await callErr(client, 'mesh_discover', { query: '!!!' }, 'invalid_argument');
     await callErr(client, 'mesh_discover', { query: 'echo', limit: 1000 }, 'invalid_argument');
     await callErr(client, 'mesh_discover', { query: 'echo', bogus: true }, 'invalid_argument');

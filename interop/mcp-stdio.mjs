@@ -1,6 +1,6 @@
 // MCP over stdio with the official TypeScript MCP SDK: spawns
-// `agentmesh --store memory` with StdioClientTransport and runs the SPEC 7
-// flow (lib.mjs mcpFlow) against a node:http agent.
+// `agentmesh --store memory` with StdioClientTransport and runs the MCP
+// flow (lib.mjs mcpFlow, docs/MCP.md#tools) against a node:http agent.
 //
 //	node mcp-stdio.mjs /path/to/agentmesh   (or AGENTMESH_BIN=...)
 
@@ -23,7 +23,7 @@ await main('mcp-stdio', async () => {
     command: bin,
     args: ['--store', 'memory'],
     env,
-    stderr: 'pipe', // the server logs on stderr (stdout is protocol only, SPEC 7): shown on failure
+    stderr: 'pipe', // the server logs on stderr (stdout is protocol only, docs/MCP.md#host-configuration): shown on failure
   });
   let serverLog = '';
   transport.stderr?.on('data', (d) => (serverLog += d));
@@ -50,13 +50,13 @@ await main('mcp-stdio', async () => {
     log(`server ${info.name} ${info.version}, MCP protocol ${negotiated}`);
   });
 
-  const tools = await step('tools/list: SPEC 7 names, input/output schemas, annotations', () =>
+  const tools = await step('tools/list: documented names, input/output schemas, annotations', () =>
     checkTools(client, [...CORE_TOOLS, ...ROUTING_TOOLS]),
   );
 
   await mcpFlow(client, { tools, agent, agentToken, suffix: 'stdio' });
 
-  await step('mesh_route and handle_message route to the agent (SPEC 5; output schemas validated)', async () => {
+  await step('mesh_route and handle_message route to the agent (docs/API.md#routing; output schemas validated)', async () => {
     await callErr(client, 'mesh_route', { input: 'what is the budget of engineering' }, 'no_default_agent');
     await callOk(client, 'mesh_register', {
       name: 'budget-agent',
