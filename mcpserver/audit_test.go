@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/audit"
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/mcpserver"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -24,18 +23,11 @@ func TestToolWritesCarryTheirOrigin(t *testing.T) {
 	store := memstore.New()
 	var mu sync.Mutex
 	var got []audit.Entry
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1, OnWrite: func(ctx context.Context, w registry.Write) {
+	reg, engine, del := newCore(t, store, registry.Options{OnWrite: func(ctx context.Context, w registry.Write) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, audit.RegistryEntry(ctx, w))
-	}})
-	require.NoError(t, err)
-	defer reg.Close()
-	engine := discovery.New(nil)
-	defer engine.Follow(reg)()
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PruneInterval: -1, RescanInterval: -1})
-	require.NoError(t, err)
-	defer del.Close()
+	}}, delegation.Options{})
 	srv, err := mcpserver.New(reg, engine, del, nil)
 	require.NoError(t, err)
 	cs := connect(t, srv)

@@ -53,15 +53,10 @@ func newEnv(t *testing.T, opts *mcpserver.Options, seeds ...registry.Agent) *env
 	for _, a := range seeds {
 		require.NoError(t, store.UpdateAgent(ctx, a.Name, func(*registry.Agent) (*registry.Agent, error) { return &a, nil }))
 	}
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	engine := discovery.New(nil)
-	stop := engine.Follow(reg)
-
 	mux := http.NewServeMux()
 	mesh := httptest.NewServer(mux)
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PublicURL: mesh.URL, PruneInterval: -1, RescanInterval: -1})
-	require.NoError(t, err)
+	t.Cleanup(mesh.Close)
+	reg, engine, del := newCore(t, store, registry.Options{}, delegation.Options{PublicURL: mesh.URL})
 	mux.Handle("POST /v1/delegations/{id}/result", del.CallbackHandler(nil))
 
 	srv, err := mcpserver.New(reg, engine, del, opts)
@@ -74,12 +69,28 @@ func newEnv(t *testing.T, opts *mcpserver.Options, seeds ...registry.Agent) *env
 		e.cs.Close()
 		e.releaseAsync()
 		e.bg.Wait()
-		_ = del.Close()
-		mesh.Close()
-		stop()
-		_ = reg.Close()
 	})
 	return e
+}
+
+// newCore is the mesh core the tools serve: a registry over store (no TTL
+// sweeps), a discovery engine following it and a delegation client over
+// both (no pruning or rescans), closed at cleanup, the client first.
+// regOpts and delOpts add to those settings.
+func newCore(t *testing.T, store *memstore.Store, regOpts registry.Options, delOpts delegation.Options) (*registry.Registry, *discovery.Engine, *delegation.Client) {
+	t.Helper()
+	ctx := context.Background()
+	regOpts.SweepInterval = -1
+	reg, err := registry.New(ctx, store, &regOpts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close() })
+	engine := discovery.New(nil)
+	t.Cleanup(engine.Follow(reg))
+	delOpts.Discovery, delOpts.PruneInterval, delOpts.RescanInterval = engine, -1, -1
+	del, err := delegation.New(ctx, reg, store, &delOpts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = del.Close() })
+	return reg, engine, del
 }
 
 // connect returns a client session to srv over in-memory transports.

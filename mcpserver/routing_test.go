@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/mcpserver"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
@@ -85,22 +84,16 @@ func newMesh(t *testing.T, withRouter bool, agents ...registry.Agent) *mesh {
 	ctx := context.Background()
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close() })
+	reg, engine, del := newCore(t, store, registry.Options{}, delegation.Options{})
 	for _, a := range agents {
 		_, _, err := reg.Register(ctx, a)
 		require.NoError(t, err)
 	}
-	engine := discovery.New(nil)
-	t.Cleanup(engine.Follow(reg))
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PruneInterval: -1, RescanInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = del.Close() })
 	m := &mesh{reg: reg, del: del}
 	if !withRouter {
 		return m
 	}
+	var err error
 	m.sessions, err = session.NewManager(store, nil)
 	require.NoError(t, err)
 	m.router, err = routing.New(kwClassifier{rules: map[string]string{"budget": "finance"}, def: "helpdesk"}, reg, del, m.sessions, nil)
