@@ -204,12 +204,13 @@ const (
 	Fallback
 )
 
-// Gate applies the confidence gate (docs/API.md#the-confidence-gate), in
-// order: an unknown agent falls back, the default agent routes, confidence at
-// or above the threshold and not ambiguous routes, an agent that asks for
-// clarification clarifies, anything else falls back. It uses one threshold
-// for every specialist agent; clarify says whether agents ask for
-// clarification (rule 4).
+// Gate applies the rules of the confidence gate
+// (docs/API.md#the-confidence-gate), in order: (1) an unknown agent falls
+// back; (2) the default agent routes; (3) confidence at or above the
+// threshold, not ambiguous, routes; (4) an agent that asks for
+// clarification clarifies; (5) anything else falls back. It uses one
+// threshold for every specialist agent; clarify says whether agents ask
+// for clarification (rule 4).
 func Gate(p *routing.Classification, known map[string]bool, threshold float64, clarify bool) Decision {
 	switch {
 	case !known[p.AgentID]:
