@@ -1,5 +1,5 @@
-// Package discovery ranks registered agents for a free-text query (SPEC
-// section 3): a tokenizer and English stemmer, an in-memory inverted index
+// Package discovery ranks registered agents for a free-text query
+// (docs/API.md#discovery): a tokenizer and English stemmer, an in-memory inverted index
 // kept current from registry events, two scorers (bm25, the default, and the
 // seed's overlap), filters, and the seed's resource-URI matching.
 //

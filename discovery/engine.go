@@ -27,7 +27,7 @@ type Options struct {
 }
 
 // Engine ranks agents for a text query from an in-memory inverted index
-// (SPEC section 3).
+// (how ranking works for users: docs/API.md#discovery).
 //
 // Feed it agents directly with [Engine.Put] and [Engine.Remove] (no
 // registry or store needed), or keep it current from a registry with

@@ -6,8 +6,7 @@ import (
 )
 
 // ResourceCovers reports whether an agent's resource have covers a
-// required resource want, with the rules of the agentkit-mesh seed (SPEC
-// section 3):
+// required resource want, with the rules of the agentkit-mesh seed:
 //
 //   - Equal strings always cover.
 //   - When both are absolute URLs (they have a scheme), the schemes and the

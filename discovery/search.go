@@ -15,7 +15,7 @@ import (
 // Scorer names a ranking function.
 type Scorer string
 
-// The scorers of SPEC section 3.
+// The scorers a [Query] may name (docs/API.md#discovery).
 const (
 	// ScorerBM25 is BM25F over the name, display name, capabilities,
 	// description and examples, with field weights, stemming and stop words.

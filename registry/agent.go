@@ -9,7 +9,7 @@ import (
 // Protocol is how the mesh talks to an agent.
 type Protocol string
 
-// The protocols of SPEC section 1.
+// The protocols an agent may speak (docs/AGENTS.md#the-agent-record).
 const (
 	// ProtocolHTTP is the agentkit-mesh POST /task contract (the default).
 	ProtocolHTTP Protocol = "http"
@@ -68,7 +68,7 @@ type Auth struct {
 	HeaderName string `json:"headerName,omitempty"`
 }
 
-// Agent is the agent record of SPEC section 1.
+// Agent is the agent record (docs/AGENTS.md#the-agent-record).
 //
 // The JSON form is the wire form of the HTTP API and the MCP tools. Stores
 // persist the same form, token included.

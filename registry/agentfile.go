@@ -84,7 +84,7 @@ func decodeAgentFile(path string, data []byte, o DirOptions) (Agent, fieldLines,
 	var a Agent
 	d.agent(root, &a)
 
-	// Files may only name the protocols SPEC 2.2 lists; Validate would
+	// Files may only name the protocols http and mcp; Validate would
 	// accept a2a and inprocess too.
 	switch a.Protocol {
 	case "", ProtocolHTTP, ProtocolMCP:

@@ -83,9 +83,9 @@ func (e *DirError) Error() string {
 	return b.String()
 }
 
-// LoadDir reads the YAML agent directory of SPEC 2.2: one agent per *.yaml
-// or *.yml file, found recursively in lexical order of their paths below
-// dir. Names starting with "." (files and directories) are ignored.
+// LoadDir reads a YAML agent directory
+// (docs/AGENTS.md#three-ways-to-register): one agent per *.yaml or *.yml
+// file, found recursively in lexical order of their paths below dir. Names starting with "." (files and directories) are ignored.
 // Symbolic links are followed, to files and to directories; a link back to
 // a directory being walked is reported rather than followed (no loops).
 //

@@ -158,7 +158,7 @@ ttl_seconds: 60
 		Source:                registry.SourceFile,
 	}, agents[0])
 
-	// Defaults of SPEC 1: display name, protocol http, threshold 0.7.
+	// The record's defaults: display name, protocol http, threshold 0.7.
 	agents, err = loadDir(t, map[string]string{"a.yaml": agentYAML("minimal")}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "minimal", agents[0].DisplayName)

@@ -59,7 +59,7 @@ type ReloadReport struct {
 }
 
 // DirWatcher keeps a registry's file agents equal to a YAML agent
-// directory (SPEC 2.2): it loads the directory with [LoadDir] and applies
+// directory: it loads the directory with [LoadDir] and applies
 // it with [Registry.ReplaceFileAgents] when the files change (polling,
 // coalesced), and when [DirWatcher.Reload] is called (SIGHUP, POST
 // /v1/admin/reload). A reload is all-or-nothing: on any problem the

@@ -8,7 +8,7 @@ import (
 )
 
 // expandEnv expands environment references in s, one YAML scalar value of
-// an agent file (SPEC 2.2):
+// an agent file (docs/AGENTS.md#three-ways-to-register):
 //
 //   - ${NAME} is the variable's value; an unset variable is an error.
 //   - ${NAME:-word} is the variable's value, or word when the variable is

@@ -24,7 +24,7 @@ type FileAgentsReport struct {
 	// Unchanged are file agents whose record is the same as before.
 	Unchanged []string `json:"unchanged,omitempty"`
 	// Overridden are API-registered agents replaced by a file agent of the
-	// same name: the file wins (SPEC 2.2).
+	// same name: the file wins.
 	Overridden []string `json:"overridden,omitempty"`
 	// Demoted is the API-registered agent that was the default agent and
 	// no longer is, because the set has its own default agent.

@@ -12,7 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/netguard"
 )
 
-// Limits of the agent record (SPEC section 1).
+// Limits of the agent record (docs/AGENTS.md#the-agent-record).
 const (
 	MaxNameLen                 = 128
 	MaxDisplayNameLen          = 200
@@ -86,7 +86,7 @@ func tooMany(field string, n int) *FieldError {
 // ValidName reports whether name is a valid agent name.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
-// Normalize fills the defaults of SPEC section 1 into a, in place: the
+// Normalize fills the record's defaults into a, in place: the
 // display name, the protocol, the auth type, the confidence threshold (forced
 // to 0 for the default agent), an empty capability list, and the endpoint of
 // an in-process agent. Server-set fields are cleared. It does not validate.
@@ -118,7 +118,7 @@ func (a *Agent) Normalize() {
 	a.Source, a.Stale = "", false
 }
 
-// Validate checks a normalised agent against every rule of SPEC section 1
+// Validate checks a normalised agent against every rule of the agent record
 // and, for http/mcp/a2a endpoints, against the endpoint policy p (a nil p
 // allows private addresses but refuses the always-refused ones).
 //
@@ -216,7 +216,8 @@ func checkEndpoint(endpoint string, p *netguard.Policy) *FieldError {
 		return invalid("endpoint", "must be an absolute http or https URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		// SPEC 2.3 lists other schemes among the endpoint policy's refusals.
+		// Other schemes are among the endpoint policy's refusals
+		// (docs/SECURITY.md#outbound-calls-ssrf).
 		return &FieldError{Field: "endpoint", Rule: "scheme must be http or https", kind: ErrEndpointNotAllowed}
 	}
 	if u.Host == "" || u.Opaque != "" {
