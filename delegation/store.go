@@ -136,7 +136,7 @@ func (f ListFilter) StatusSet() (statuses []Status, none bool) {
 }
 
 // Page sizes of record listings (docs/API.md#pagination): a Limit of zero or
-// less means DefaultListLimit, and a larger one is capped at MaxListLimit.
+// less means DefaultListLimit, and one above MaxListLimit is capped to it.
 const (
 	DefaultListLimit = 50
 	MaxListLimit     = 500
