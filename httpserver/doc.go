@@ -1,5 +1,5 @@
-// Package httpserver is the HTTP control plane of agentmesh (SPEC section 6)
-// as an [http.Handler]: the REST routes for agents, discovery, delegation and
+// Package httpserver is the HTTP control plane of agentmesh as an
+// [http.Handler]: the REST routes for agents, discovery, delegation and
 // delegation records, health and metrics, with authentication and scopes,
 // rate limits, CORS, security headers and JSON errors around them.
 //
@@ -21,14 +21,22 @@
 //
 // # Routes
 //
+// docs/API.md is the reference of these routes for users, with a curl
+// example of each; docs/openapi.yaml (served at GET /openapi.json) is the
+// contract.
+//
 //	GET    /health                          none      {"status":"ok"}
+//	GET    /health/ready                    none      200 {"status":"ready"} / 503 unavailable + Retry-After (Options.Ready)
 //	GET    /health/deep                     read      200 ok / 503 degraded ([DeepHealth])
-//	GET    /metrics                         none      Prometheus text (unless Options.NoMetricsRoute)
+//	GET    /metrics                         none      Prometheus text (unless Options.NoMetricsRoute; Options.MetricsToken or admin when set)
+//	GET    /openapi.json                    none      the OpenAPI document
+//	GET    /.well-known/agent-card.json     none      the mesh's A2A Agent Card (when Options.AgentCard is set)
 //	POST   /v1/agents                       register  201 created / 200 replaced, the stored record
 //	GET    /v1/agents                       read      ?limit&cursor&label=k=v, bare array + Link
 //	GET    /v1/agents/{name}                read      200 / 404
-//	DELETE /v1/agents/{name}                register  204 / 404 / 409 managed_by_file
-//	POST   /v1/agents/{name}/heartbeat      register  200 the record / 404
+//	DELETE /v1/agents/{name}                register  204 / 404 / 403 another owner / 409 managed_by_file
+//	POST   /v1/agents/{name}/heartbeat      register  200 the record / 404 / 403 another owner
+//	POST   /v1/agents/import                register  {"cardUrl"}: 201 / 200 the record / 502 card_fetch_failed (when Options.CardClient is set)
 //	GET    /v1/discover                     read      ?query&limit&minScore&scorer&label&protocol&resources&includeUnavailable
 //	POST   /v1/discover                     read      the same as a JSON body
 //	POST   /v1/delegate                     delegate  200 [DelegateResponse] (also for a failed delegation)
@@ -36,12 +44,18 @@
 //	GET    /v1/delegations/{id}             read      ?wait=30s long-poll (at most [MaxWait])
 //	POST   /v1/delegations/{id}/cancel      delegate  200 the canceled record / 404 / 409
 //	POST   /v1/delegations/{id}/result      callback  the delegation's secret in ?token= (never a bearer token)
-//	POST   /v1/admin/reload                 admin     when Options.Reload is set
+//	POST   /v1/request                      route     200 routing.Response (when Options.Router is set)
+//	GET    /v1/sessions/{id}                route     200 the session / 404 (not the caller's, or expired)
+//	POST   /v1/sessions/{id}/resume         route     200 a new active session continuing it / 404
+//	DELETE /v1/sessions/{id}                route     200 the session closed abandoned / 404 / 409 not active
+//	POST   /v1/admin/reload                 admin     when Options.Reload is set; 422 reload_failed
 //	GET    /v1/audit                        admin     ?limit&since&cursor, bare array + Link (when Options.Audit is set)
 //
-// The delegation routes exist when a [Delegations] is given to [New];
-// [Server.Handle] mounts more handlers (MCP at /mcp) behind the same
-// authentication, limits and headers.
+// The delegation routes exist when a [Delegations] is given to [New], the
+// session routes when Options.Sessions is set. [Server.Handle] mounts more
+// handlers behind the same authentication, limits and headers: agentmesh
+// serve mounts MCP at /mcp and the mesh's A2A JSON-RPC endpoint at /a2a
+// (any valid token; each A2A operation checks its scope).
 //
 // # Authentication
 //
@@ -73,7 +87,7 @@
 // not_found, no_match; 405 method_not_allowed; 409 conflict,
 // managed_by_file; 413 payload_too_large; 415 unsupported_media_type; 422
 // depth_exceeded, delegation_cycle, reload_failed; 429 rate_limited; 500
-// internal; 503 unavailable.
+// internal; 502 card_fetch_failed; 503 unavailable, no_default_agent.
 //
 // # Limits and headers
 //
