@@ -86,12 +86,12 @@ type Registry struct {
 	nameLocks [64]sync.Mutex // per-name write serialisation, by hash
 	defaultMu sync.Mutex     // serialises writes of default agents
 	maxAgents int
-	createMu  sync.Mutex // with maxAgents, serialises the registrations that create an agent
 
 	mu          sync.RWMutex
 	agents      map[string]*Agent // committed records, token included
 	names       []string          // sorted names; nil when agents changed membership
 	defaultName string            // the agent with IsDefault, or ""
+	creating    int               // with maxAgents, creations reserved and not yet committed or failed
 	closed      bool
 	seq         uint64 // sequence number of the last queued event
 	queue       []queuedEvent
@@ -236,19 +236,17 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		}
 	}
 
-	if r.maxAgents > 0 {
-		r.createMu.Lock()
-		defer r.createMu.Unlock()
-	}
 	now := r.now()
 	var stored Agent
-	var created bool
+	var created, reserved bool
 	err := r.update(ctx, a.Name, func(cur *Agent) (*Agent, error) {
 		next := a.Clone()
 		next.RegisteredAt, next.UpdatedAt, next.LastSeen = now, now, now
 		created = cur == nil
-		if created && r.maxAgents > 0 && r.Len() >= r.maxAgents {
-			return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
+		if reserved != created && r.maxAgents > 0 { // a store may call fn again
+			if reserved = r.reserveCreation(created); created && !reserved {
+				return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
+			}
 		}
 		if cur == nil {
 			next.Owner = ownerOf(ctx, a.Owner)
@@ -265,12 +263,40 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		stored = next
 		return &next, nil
 	})
+	if reserved {
+		defer r.releaseCreation() // after the commit counts the agent
+	}
 	if err != nil {
 		return Agent{}, false, err
 	}
 	r.commit(Event{Type: EventPut, Agent: stored, Created: created})
 	return r.view(&stored, now), created, nil
 }
+
+// reserveCreation, with reserve, takes a place for an agent about to be
+// created and reports whether one was left: the registry holds fewer than
+// Options.MaxAgents agents, counting the creations reserved and not yet
+// committed or failed. Without reserve it gives back the place taken by
+// an earlier call (the store retried, and the agent exists now) and
+// returns false. Reserving instead of holding a lock across the store's
+// write lets concurrent creations share a commit.
+func (r *Registry) reserveCreation(reserve bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !reserve {
+		r.creating--
+		return false
+	}
+	if len(r.agents)+r.creating >= r.maxAgents {
+		return false
+	}
+	r.creating++
+	return true
+}
+
+// releaseCreation gives back the place reserveCreation took, once the
+// creation is committed (and counted in r.agents) or failed.
+func (r *Registry) releaseCreation() { r.reserveCreation(false) }
 
 // Get returns the agent named name, or [ErrNotFound].
 func (r *Registry) Get(ctx context.Context, name string) (Agent, error) {

@@ -526,6 +526,55 @@ func TestClosed(t *testing.T) {
 	require.ErrorIs(t, err, registry.ErrClosed)
 }
 
+// barrierStore is a real memstore whose writes each wait until n of them
+// are in flight, to prove concurrent writes reach the store together.
+type barrierStore struct {
+	*memstore.Store
+	n       int
+	mu      sync.Mutex
+	waiting int
+	all     chan struct{}
+}
+
+func (s *barrierStore) UpdateAgent(ctx context.Context, name string, fn func(*registry.Agent) (*registry.Agent, error)) error {
+	s.mu.Lock()
+	if s.waiting++; s.waiting == s.n {
+		close(s.all)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.all:
+	case <-time.After(5 * time.Second):
+		return errors.New("the other writes never came")
+	}
+	return s.Store.UpdateAgent(ctx, name, fn)
+}
+
+// With MaxAgents, creations still reach the store concurrently (so a
+// store that group-commits, like bbolt's, shares one fsync among them):
+// the cap is kept by reserving places, not by a lock held across the
+// write.
+func TestMaxAgentsCreationsShareTheStore(t *testing.T) {
+	ctx := context.Background()
+	const n = 4
+	store := &barrierStore{Store: memstore.New(), n: n, all: make(chan struct{})}
+	reg, err := registry.New(ctx, store, &registry.Options{MaxAgents: n})
+	require.NoError(t, err)
+	defer reg.Close()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, created, err := reg.Register(ctx, agent(fmt.Sprintf("a%d", i)))
+			assert.NoError(t, err)
+			assert.True(t, created)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, n, reg.Len())
+	_, _, err = reg.Register(ctx, agent("one-more"))
+	require.ErrorIs(t, err, registry.ErrFull, "the reservations were given back and the agents counted")
+}
+
 // failingStore is a real memstore whose writes can be made to fail, to prove
 // a store failure stores nothing and changes no view.
 type failingStore struct {
