@@ -11,8 +11,8 @@ import (
 	"github.com/agentmesh/agentmesh/httpserver"
 )
 
-// mountA2A serves the mesh as one A2A agent at /a2a (the endpoint of its
-// Agent Card, SPEC 4.3), behind the HTTP server's authentication: any
+// mountA2A serves the mesh as one A2A agent at /a2a (the endpoint its
+// Agent Card names; docs/API.md#a2a), behind the HTTP server's authentication: any
 // valid token reaches it, and each operation needs its scope (read to
 // discover and read tasks, delegate to delegate and cancel). Tasks belong
 // to the principal of the token that created them.

@@ -13,7 +13,9 @@ import (
 )
 
 // TestE2EAgentsImport registers an A2A agent from its Agent Card through
-// `agentmesh agents import` against a running server (SPEC 4.3, 6).
+// `agentmesh agents import` against a running server: the card's URL is
+// fetched and its agent registered with protocol a2a
+// (docs/AGENTS.md#a2a-agents, docs/API.md#agents).
 func TestE2EAgentsImport(t *testing.T) {
 	t.Parallel()
 	card := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

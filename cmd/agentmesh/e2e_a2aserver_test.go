@@ -17,8 +17,8 @@ import (
 	"github.com/agentmesh/agentmesh/a2aserver"
 )
 
-// TestE2EA2AServer uses a running `agentmesh serve` as one A2A agent (SPEC
-// 4.3): its card is public, and an A2A client built from it delegates
+// TestE2EA2AServer uses a running `agentmesh serve` as one A2A agent
+// (docs/API.md#a2a): its card is public, and an A2A client built from it delegates
 // through /a2a with a bearer token to a registered agent and gets the
 // agent's result. Without a token /a2a answers 401; a read-only token can
 // discover but not delegate.

@@ -12,8 +12,8 @@ import (
 	"github.com/agentmesh/agentmesh/internal/harness/etcdtest"
 )
 
-// TestE2EEtcdReplicas: two `serve` processes over one etcd (SPEC 9, an
-// embedded server here): an agent registered on one replica is found by
+// TestE2EEtcdReplicas: two `serve` processes over one etcd (an embedded
+// server here; docs/DEPLOYMENT.md#several-replicas-on-etcd): an agent registered on one replica is found by
 // discovery on the other; unregistered there, it is gone from the first.
 // Both stop cleanly.
 func TestE2EEtcdReplicas(t *testing.T) {

@@ -265,7 +265,8 @@ func (p *meshProc) as(token string) *apiClientT {
 	return &apiClientT{t: p.t, base: p.url, token: token}
 }
 
-// apiClientT is a minimal HTTP client of the SPEC 6 API for tests.
+// apiClientT is a minimal HTTP client of the mesh's HTTP API
+// (docs/API.md) for tests.
 type apiClientT struct {
 	t      *testing.T
 	base   string
@@ -536,7 +537,8 @@ func callToolError(t *testing.T, cs *mcp.ClientSession, name string, args any, c
 	return text
 }
 
-// taskRequest is what an http agent receives from the mesh (SPEC 4.1).
+// taskRequest is the body of the POST /task an http agent receives from
+// the mesh (docs/AGENTS.md#the-request).
 type taskRequest struct {
 	DelegationID string         `json:"delegationId"`
 	Task         string         `json:"task"`
@@ -797,7 +799,8 @@ func connectHTTPMCP(t *testing.T, endpoint, token string) *mcp.ClientSession {
 	return cs
 }
 
-// newMCPAgent starts an MCP agent (SPEC 4.2) on an httptest server: a
+// newMCPAgent starts an MCP agent (docs/AGENTS.md#mcp-agents) on an
+// httptest server: a
 // go-sdk server whose handle_message tool answers an AgentResponse for the
 // task (raw_input). It returns the endpoint.
 func newMCPAgent(t *testing.T) string {

@@ -42,7 +42,8 @@ func findEntry(es []map[string]any, action, target string) map[string]any {
 
 // TestE2EObservability runs `agentmesh serve` with a bolt file, registers
 // real agents, delegates to one that succeeds, one that fails and one that
-// answers later, then scrapes /metrics for the SPEC 11 metric set and
+// answers later, then scrapes /metrics for every documented metric
+// (docs/OPERATIONS.md#metrics) and
 // reads the audit log — also after a restart, since it is persisted.
 func TestE2EObservability(t *testing.T) {
 	t.Parallel()
@@ -80,7 +81,8 @@ func TestE2EObservability(t *testing.T) {
 	final := api.do("GET", "/v1/delegations/"+later["id"].(string)+"?wait=10s", nil).obj(t)
 	require.Equal(t, "completed", final["status"])
 
-	// Metrics: every name of SPEC 11, and values that follow what happened.
+	// Metrics: every name docs/OPERATIONS.md#metrics lists, and values that
+	// follow what happened.
 	text := string(p.as("").do("GET", "/metrics", nil).body)
 	for _, name := range []string{
 		"agentmesh_http_requests_total", "agentmesh_http_request_duration_seconds",

@@ -4,8 +4,9 @@ package main
 // as its users do — an MCP client on stdio, HTTP clients and MCP Streamable
 // HTTP clients against `agentmesh serve`, and the client commands — with
 // real agents on httptest servers. The packages behind the binary have
-// their own unit tests; these prove the wiring and what users see (SPEC
-// sections 6, 7 and 8).
+// their own unit tests; these prove the wiring and what users see: the
+// HTTP API (docs/API.md), the MCP server (docs/MCP.md) and the command
+// line (README.md#configuration).
 
 import (
 	"context"
@@ -26,7 +27,7 @@ import (
 	"github.com/agentmesh/agentmesh/httpserver"
 )
 
-// TestE2EStdioMCP covers SPEC 7 over stdio: initialize, ping, the six tools
+// TestE2EStdioMCP covers the MCP server (docs/MCP.md#tools) over stdio: initialize, ping, the six tools
 // with their annotations and schemas, every tool with good and bad
 // arguments (bad → isError whose text starts with the code), delegation to
 // a real agent on loopback (allowed by default in stdio mode), logs on
@@ -47,9 +48,9 @@ func TestE2EStdioMCP(t *testing.T) {
 	require.NotNil(t, init.Capabilities.Tools)
 	require.NoError(t, cs.Ping(ctx, nil))
 
-	// tools/list: the six tools of SPEC 7 (mesh_route and handle_message
-	// come with the routing issue), with descriptions, schemas and the
-	// annotations of the table.
+	// tools/list: the six tools of docs/MCP.md#tools (mesh_route and
+	// handle_message come with the routing issue), with descriptions, input
+	// and output schemas and the annotations it lists.
 	tools, err := cs.ListTools(ctx, nil)
 	require.NoError(t, err)
 	byName := map[string]*mcp.Tool{}
@@ -57,7 +58,7 @@ func TestE2EStdioMCP(t *testing.T) {
 		byName[tool.Name] = tool
 		assert.NotEmpty(t, tool.Description, tool.Name)
 		assert.NotNil(t, tool.InputSchema, tool.Name)
-		assert.NotNil(t, tool.OutputSchema, "%s: SPEC 7 wants output schemas", tool.Name)
+		assert.NotNil(t, tool.OutputSchema, "%s: every tool has an output schema", tool.Name)
 		require.NotNil(t, tool.Annotations, tool.Name)
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -236,7 +237,8 @@ func TestE2EStdioBoltStore(t *testing.T) {
 	assert.Empty(t, r.stdout, "nothing but protocol on stdout, even on a startup error")
 }
 
-// TestE2ECommandLine covers SPEC 8 without a server: version, help listing
+// TestE2ECommandLine covers the command line (README.md#configuration)
+// without a server: version, help listing
 // every flag with its environment variable, unknown commands and flags
 // (exit 2), strict booleans (exit 2 naming the flag or variable).
 func TestE2ECommandLine(t *testing.T) {
@@ -294,7 +296,7 @@ func TestE2ECommandLine(t *testing.T) {
 		assert.Contains(t, stdio["etcd-endpoints"], "$MESH_ETCD_ENDPOINTS")
 	}
 	assert.Contains(t, stdio["store"], "etcd")
-	if assert.Contains(t, stdio, "delegation-retention", "the stdio server keeps records too (SPEC 4.4)") {
+	if assert.Contains(t, stdio, "delegation-retention", "the stdio server keeps delegation records too, and drops them after the retention") {
 		assert.Contains(t, stdio["delegation-retention"], "$MESH_DELEGATION_RETENTION")
 	}
 	r = runCLI(t, nil, "", "--store", "memory", "--delegation-retention", "-1h")
@@ -311,7 +313,7 @@ func TestE2ECommandLine(t *testing.T) {
 		"metrics-addr": "MESH_METRICS_ADDR", "shutdown-timeout": "MESH_SHUTDOWN_TIMEOUT",
 		"classifier": "MESH_CLASSIFIER", "llm-base-url": "AGENTMESH_LLM_BASE_URL", "llm-model": "AGENTMESH_LLM_MODEL",
 		"session-ttl": "MESH_SESSION_TTL", "session-max-turns": "MESH_SESSION_MAX_TURNS", "clarification": "MESH_CLARIFICATION",
-		"delegation-retention": "MESH_DELEGATION_RETENTION", // SPEC 4.4
+		"delegation-retention": "MESH_DELEGATION_RETENTION", // how long delegation records are kept (docs/API.md#delegations)
 	} {
 		if assert.Contains(t, flags, flag, "serve --help lists --%s", flag) {
 			assert.Contains(t, flags[flag], "$"+env, "serve --%s", flag)
@@ -389,7 +391,8 @@ func TestE2EServeDefaults(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r)
 	assert.JSONEq(t, `[]`, string(r.body))
 
-	// Private endpoints are refused by default in serve (SPEC 2.3).
+	// Private endpoints are refused by default in serve
+	// (docs/SECURITY.md#outbound-calls-ssrf).
 	for _, ep := range []string{"http://127.0.0.1:8080/task", "http://localhost:8080/task", "http://10.1.2.3/task", "http://[::1]:80/task", "http://169.254.169.254/latest"} {
 		body := api.do("POST", "/v1/agents", agentJSON("private", ep, "x")).requireError(t, 400, "endpoint_not_allowed")
 		assert.NotEmpty(t, body["error"], ep)
@@ -426,8 +429,8 @@ func tokensFile(extra string) string {
 		"- name: registrar\n  token: e2e-registrar-token-0123456789\n  scopes: [register]\n" + extra
 }
 
-// TestE2EServe drives one `agentmesh serve` through every route of SPEC 6
-// that this build serves, with real agents on loopback
+// TestE2EServe drives one `agentmesh serve` through every route of the
+// HTTP API (docs/API.md) that this build serves, with real agents on loopback
 // (--allow-private-endpoints), MESH_TOKEN plus a --tokens-file with scoped
 // tokens, and the MCP Streamable HTTP endpoint at /mcp.
 func TestE2EServe(t *testing.T) {
@@ -498,8 +501,8 @@ func TestE2EServe(t *testing.T) {
 		assert.True(t, strings.HasSuffix(r.header.Get("Location"), "/v1/agents/budget-agent"), r.header.Get("Location"))
 		a := r.obj(t)
 		assert.Equal(t, "budget-agent", a["name"])
-		assert.Equal(t, "budget-agent", a["displayName"], "displayName defaults to name (SPEC 1)")
-		assert.Equal(t, "http", a["protocol"], "protocol defaults to http (SPEC 1)")
+		assert.Equal(t, "budget-agent", a["displayName"], "displayName defaults to name")
+		assert.Equal(t, "http", a["protocol"], "protocol defaults to http")
 		assert.Equal(t, "api", a["source"])
 		assert.Equal(t, map[string]any{"type": "bearer"}, a["auth"], "auth.token is write-only")
 		assert.NotContains(t, string(r.body), "agent-secret-1")
@@ -530,7 +533,8 @@ func TestE2EServe(t *testing.T) {
 		inproc["protocol"] = "inprocess"
 		api.do("POST", "/v1/agents", inproc).requireError(t, 400, "invalid_argument")
 		api.do("POST", "/v1/agents", agentJSON("meta", "http://169.254.169.254/", "x")).requireError(t, 400, "endpoint_not_allowed")
-		// A non-http scheme is one of the endpoint policy's refusals (SPEC 2.3).
+		// A non-http scheme is one of the endpoint policy's refusals
+		// (docs/SECURITY.md#outbound-calls-ssrf).
 		api.do("POST", "/v1/agents", agentJSON("ftp", "ftp://example.com/", "x")).requireError(t, 400, "endpoint_not_allowed")
 		big := `{"name":"big","description":"` + strings.Repeat("x", 1<<20+10) + `"}`
 		api.do("POST", "/v1/agents", big).requireError(t, 413, "payload_too_large")
@@ -646,10 +650,10 @@ func TestE2EServe(t *testing.T) {
 	})
 
 	t.Run("breaker", func(t *testing.T) {
-		// SPEC 5.5 through the binary: 5 consecutive failures open the
-		// breaker; then delegations fail at once with agent_unavailable
-		// without calling the agent, discovery leaves the agent out, and
-		// /health/deep reports it.
+		// The circuit breaker (docs/API.md#circuit-breakers) through the
+		// binary: 5 consecutive failures open the breaker; then delegations
+		// fail at once with agent_unavailable without calling the agent,
+		// discovery leaves the agent out, and /health/deep reports it.
 		api := api.with(t)
 		for range 4 { // the "delegate" subtest failed once already
 			r := api.do("POST", "/v1/delegate", map[string]any{"targetName": "broken-agent", "task": "explode"})
@@ -749,8 +753,8 @@ func TestE2EServe(t *testing.T) {
 	})
 
 	t.Run("mcp-agent", func(t *testing.T) {
-		// An agent of protocol mcp (SPEC 4.2): a go-sdk server with a
-		// handle_message tool, over Streamable HTTP.
+		// An agent of protocol mcp (docs/AGENTS.md#mcp-agents): a go-sdk
+		// server with a handle_message tool, over Streamable HTTP.
 		api := api.with(t)
 		ep := newMCPAgent(t)
 		in := agentJSON("mcp-agent", ep, "helpdesk")
@@ -773,7 +777,7 @@ func TestE2EServe(t *testing.T) {
 		require.Equal(t, 200, r.status, "%s", r)
 		rec := r.obj(t)
 		for _, f := range []string{"id", "targetAgent", "task", "status", "result", "latencyMs", "attempts", "depth", "createdAt", "updatedAt", "finishedAt"} {
-			assert.Contains(t, rec, f, "record field %s (SPEC 4.4)", f)
+			assert.Contains(t, rec, f, "delegation record field %s", f)
 		}
 		api.do("GET", "/v1/delegations/7f1c2a52-0000-4000-8000-000000000000", nil).requireError(t, 404, "not_found")
 		r = api.do("GET", "/v1/delegations", nil)
@@ -844,8 +848,8 @@ func TestE2EServe(t *testing.T) {
 		}
 		r.decode(t, &init)
 		assert.Equal(t, "agentmesh", init.Result.ServerInfo.Name, "%s", r)
-		// The SDK's plain-text HTTP errors reach clients as JSON errors
-		// (SPEC 6).
+		// The SDK's plain-text HTTP errors reach clients as the API's JSON
+		// error object (docs/API.md#errors).
 		api.with(t).do("GET", "/mcp", nil, "Accept: text/event-stream").requireError(t, 405, "method_not_allowed")
 		api.with(t).do("POST", "/mcp", `{}`, "Accept: application/json, text/event-stream", "Content-Type: text/plain").
 			requireError(t, 415, "unsupported_media_type")
@@ -968,7 +972,7 @@ func TestE2EServeRestart(t *testing.T) {
 	require.Len(t, r.list(t), 1, "the discovery index is rebuilt from the store")
 	r = api.do("GET", "/health/deep", nil)
 	br, _ := r.obj(t)["breakers"].(map[string]any)["broken-agent"].(map[string]any)
-	assert.Equal(t, "open", br["state"], "the open breaker survived the restart (SPEC 5.5): %s", r)
+	assert.Equal(t, "open", br["state"], "the open breaker survived the restart (its state is stored): %s", r)
 	r = api.do("POST", "/v1/delegate", map[string]any{"targetName": "broken-agent", "task": "explode"})
 	assert.Equal(t, "agent_unavailable", r.obj(t)["code"], "%s", r)
 
@@ -984,7 +988,7 @@ func TestE2EServeRestart(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the slow agent was never called")
 	}
-	time.Sleep(500 * time.Millisecond) // the running record is group-committed within 10 ms (SPEC 4.4); leave room for a slow disk
+	time.Sleep(500 * time.Millisecond) // the running record of a sync delegation is group-committed within 10 ms; leave room for a slow disk
 	require.NoError(t, p.cmd.Process.Kill())
 	p.waitExit(10 * time.Second)
 
@@ -1129,7 +1133,8 @@ func TestE2EClientCommands(t *testing.T) {
 	decode(r, &d)
 	assert.Equal(t, "completed", d["status"], "%s", r)
 	assert.Equal(t, map[string]any{"echo": "Quarterly report"}, d["result"])
-	// SPEC 8's order: the flags after AGENT TASK. After the arguments
+	// The usage's order, `delegate AGENT TASK [--async] [--wait]`: the
+	// flags after AGENT TASK. After the arguments
 	// only the command's flags are flags; "--" ends them.
 	r = cli("", "delegate", "async-agent", "Annual report", "--async", "--wait")
 	require.Equal(t, 0, r.code, "%s", r)
@@ -1290,9 +1295,9 @@ func TestE2EStartupFailures(t *testing.T) {
 	assert.Contains(t, r.stderr, tokens, "the error names the tokens file: %s", r)
 }
 
-// TestE2EServeStrictFieldNames: SPEC 1 — "Unknown JSON fields are rejected
-// with 400 (invalid_argument, naming the field): a typo must not silently
-// become a default". A key in the wrong case ("Endpoint") is such a typo,
+// TestE2EServeStrictFieldNames: unknown JSON fields are rejected with 400
+// (invalid_argument, naming the field), because a typo must not silently
+// become a default (docs/SECURITY.md#input). A key in the wrong case ("Endpoint") is such a typo,
 // yet encoding/json matches keys case-insensitively, so the server accepts
 // it — and when both spellings are sent, the miscased one silently wins
 // (a filter checking "endpoint" would be bypassed). The MCP tools refuse

@@ -94,7 +94,7 @@ func attrString(attrs []*commonpb.KeyValue, key string) string {
 }
 
 // TestE2ETracing runs `agentmesh serve` with OTEL_EXPORTER_OTLP_ENDPOINT
-// pointing at an OTLP/HTTP receiver (SPEC 11): a delegation sent with a
+// pointing at an OTLP/HTTP receiver (docs/OPERATIONS.md#tracing): a delegation sent with a
 // traceparent reaches the agent with a traceparent of the same trace, and
 // the server, delegation and agent-call spans of that trace arrive at the
 // receiver as OTLP protobuf, from service agentmesh. The batch delay is

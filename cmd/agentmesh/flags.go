@@ -78,7 +78,8 @@ func (f *flags) parse(args []string, getenv func(string) string) error {
 }
 
 // parseArgs is parse for a command with arguments, whose flags may also
-// follow them, as SPEC 8 writes `delegate AGENT TASK [--async] [--wait]`.
+// follow them, as the usage text of main.go writes
+// `delegate AGENT TASK [--async] [--wait]` (README.md#the-client-commands).
 // After the first argument only the command's own flags are flags, so a
 // task word such as "-3" stays a word; "--" ends the flags.
 func (f *flags) parseArgs(args []string, getenv func(string) string) error {
@@ -114,7 +115,9 @@ func (f *flags) isFlag(arg string) bool {
 	return name != "" && f.fs.Lookup(name) != nil
 }
 
-// strictBool is a flag.Value for SPEC 8 booleans.
+// strictBool is a flag.Value for a boolean flag or variable: it accepts
+// true/false/1/0/yes/no in any case, and anything else is an error naming
+// it (README.md#configuration).
 type strictBool bool
 
 func (b *strictBool) String() string {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestLoggerRedacts checks that both log formats mask personal data and
-// bearer tokens (SPEC 11).
+// bearer tokens (docs/OPERATIONS.md#logs).
 func TestLoggerRedacts(t *testing.T) {
 	for _, format := range []string{"json", "text"} {
 		var buf bytes.Buffer

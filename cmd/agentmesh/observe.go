@@ -24,7 +24,8 @@ import (
 	"github.com/agentmesh/agentmesh/session"
 )
 
-// observer feeds the metrics and the audit log of `serve` (SPEC 11) from
+// observer feeds the metrics and the audit log of `serve`
+// (docs/OPERATIONS.md#metrics, docs/OPERATIONS.md#audit-log) from
 // the hooks of the library packages: breaker transitions, delegation
 // records, routing decisions and registry events. Its fields are nil when
 // the mode has no metrics (the stdio MCP server) or no audit log; every

@@ -19,7 +19,7 @@ import (
 // tracingFlushTimeout bounds the export of the last spans at exit.
 const tracingFlushTimeout = 5 * time.Second
 
-// setupTracing turns OpenTelemetry tracing on (SPEC 11) when
+// setupTracing turns OpenTelemetry tracing on (docs/OPERATIONS.md#tracing) when
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set:
 // it installs, as the process's global tracer provider and propagator, an
 // SDK provider that batches spans to an OTLP/HTTP exporter and the W3C

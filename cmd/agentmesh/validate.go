@@ -11,7 +11,8 @@ import (
 
 const validateSynopsis = `agentmesh validate [flags] DIR
 
-Checks a YAML agent directory (SPEC 2.2) without a server, with the rules
+Checks a YAML agent directory (docs/AGENTS.md#three-ways-to-register)
+without a server, with the rules
 serve --agents applies: every file is read, its ${VAR} references expanded
 from the environment, its agent validated, and the directory's invariants
 checked. Prints each problem as "file:line: message" and exits 1, or prints
