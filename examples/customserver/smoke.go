@@ -16,8 +16,9 @@ import (
 	"github.com/agentmesh/agentmesh/httpserver"
 )
 
-// echoAgent is an agent speaking the POST /task contract (SPEC 4.1): it
-// answers {"result": "echo: <task>"}.
+// echoAgent is an agent speaking the http protocol: the mesh POSTs it a
+// JSON body whose "task" is the text to do (docs/AGENTS.md#the-request),
+// and it answers {"result": "echo: <task>"} (docs/AGENTS.md#the-reply).
 func echoAgent(w http.ResponseWriter, r *http.Request) {
 	var task struct {
 		Task string `json:"task"`

@@ -860,7 +860,8 @@ func (a *agents) lastFinanceTask() financeTask {
 	return a.financeSeen
 }
 
-// taskRequest is the body of the mesh's POST /task (SPEC 4.1).
+// taskRequest is the body of the mesh's POST /task
+// (docs/AGENTS.md#the-request).
 type taskRequest struct {
 	DelegationID string         `json:"delegationId"`
 	Task         string         `json:"task"`
@@ -985,7 +986,7 @@ func (ra *routedAgents) close() error {
 }
 
 // handleMessageArgs are the arguments the mesh passes to an MCP agent's
-// handle_message tool (SPEC 4.2).
+// handle_message tool (docs/AGENTS.md#mcp-agents).
 type handleMessageArgs struct {
 	SessionID        string           `json:"session_id,omitempty"`
 	RequestID        string           `json:"request_id,omitempty"`
