@@ -369,8 +369,8 @@ func newClient(ctx context.Context, dir registry.Subscriber, store Store, opts *
 	}
 	snapshot, cancel := dir.Subscribe(c.apply)
 	c.agentsMu.Lock()
-	for _, a := range snapshot {
-		c.agents[a.Name] = a.Clone()
+	for _, a := range snapshot { // the snapshot is the client's own copy
+		c.agents[a.Name] = a
 	}
 	c.agentsMu.Unlock()
 	c.unsubscribe = cancel
@@ -409,19 +409,22 @@ func interval(v, def time.Duration) time.Duration {
 	return v
 }
 
-// apply keeps the agent map current from registry events.
+// apply keeps the agent map current from registry events. An event's
+// record is shared by every subscriber and never modified, so it is kept
+// as it is: the client only reads its records.
 func (c *Client) apply(ev registry.Event) {
 	c.agentsMu.Lock()
 	defer c.agentsMu.Unlock()
 	switch ev.Type {
 	case registry.EventPut, registry.EventHeartbeat:
-		c.agents[ev.Agent.Name] = ev.Agent.Clone()
+		c.agents[ev.Agent.Name] = ev.Agent
 	case registry.EventDelete:
 		delete(c.agents, ev.Agent.Name)
 	}
 }
 
-// agent returns the registered agent called name, token included.
+// agent returns the registered agent called name, token included. Its
+// slices and maps are shared: read them, never change them.
 func (c *Client) agent(name string) (registry.Agent, bool) {
 	c.agentsMu.RLock()
 	a, ok := c.agents[name]

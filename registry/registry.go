@@ -606,8 +606,11 @@ func (r *Registry) commitLocked(ev Event) {
 		delete(r.agents, name)
 		r.names = nil
 	} else {
+		// The registry's record is the one subscribers get: records are
+		// replaced, never changed in place, so one copy serves them all.
 		a := ev.Agent.Clone()
 		r.agents[name] = &a
+		ev.Agent = a
 		if !existed {
 			r.names = nil
 		}
