@@ -23,6 +23,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 )
 
 // callbackRecorder stands in front of the mesh as its --public-url: it
@@ -124,7 +126,7 @@ type exampleAgent struct {
 	async      bool
 	token      string // AGENT_TOKEN
 	cmd        *exec.Cmd
-	output     *syncBuffer
+	output     *logtest.Buffer
 	exited     chan struct{} // closed when the process has exited
 	err        error         // of cmd.Wait, once exited is closed
 }
@@ -134,7 +136,7 @@ type exampleAgent struct {
 func startExampleAgent(t *testing.T, mesh *meshProc, lang string, command []string, async bool) *exampleAgent {
 	t.Helper()
 	a := &exampleAgent{name: fmt.Sprintf("shout-%s-%s", lang, map[bool]string{false: "sync", true: "async"}[async]),
-		lang: lang, async: async, token: "agent-" + rand.Text(), output: &syncBuffer{}, exited: make(chan struct{})}
+		lang: lang, async: async, token: "agent-" + rand.Text(), output: &logtest.Buffer{}, exited: make(chan struct{})}
 	env := []string{"MESH_URL=" + mesh.url, "MESH_TOKEN=" + mesh.token, "AGENT_NAME=" + a.name,
 		"AGENT_ADDR=127.0.0.1:0", "AGENT_TOKEN=" + a.token, "AGENT_TTL=5"}
 	if async {

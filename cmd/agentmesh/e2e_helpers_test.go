@@ -29,6 +29,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 )
 
 // binPath is the agentmesh binary built by TestMain.
@@ -407,24 +409,6 @@ func runCLI(t *testing.T, env []string, stdin string, args ...string) cliResult 
 	return cliResult{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // checkedTransport wraps an MCP client transport and records every error
 // reading from the connection before the client closed it: a stray line on
 // the server's stdout shows up as one.
@@ -708,14 +692,14 @@ type stdioSession struct {
 	cs     *mcp.ClientSession
 	cmd    *exec.Cmd
 	tr     *checkedTransport
-	stderr *syncBuffer
+	stderr *logtest.Buffer
 }
 
 func startStdio(t *testing.T, env []string, args ...string) *stdioSession {
 	t.Helper()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = childEnv(t, env...)
-	s := &stdioSession{cmd: cmd, stderr: &syncBuffer{}}
+	s := &stdioSession{cmd: cmd, stderr: &logtest.Buffer{}}
 	cmd.Stderr = s.stderr
 	s.tr = &checkedTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentmesh-e2e", Version: "1.0.0"}, nil)
