@@ -21,9 +21,7 @@ import (
 // cost of the HTTP layer plus the library call.
 func benchServer(b *testing.B, n int) *httpserver.Server {
 	ctx := context.Background()
-	reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = reg.Close() })
+	reg := newRegistry(b, memstore.New())
 	eng := discovery.New(nil)
 	b.Cleanup(eng.Follow(reg))
 	for i := range n {

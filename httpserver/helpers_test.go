@@ -174,6 +174,16 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	return e
 }
 
+// newRegistry is a registry over store without TTL sweeps, closed at
+// cleanup.
+func newRegistry(t testing.TB, store registry.Store) *registry.Registry {
+	t.Helper()
+	reg, err := registry.New(context.Background(), store, &registry.Options{SweepInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
 // response is a finished HTTP exchange.
 type response struct {
 	Status int

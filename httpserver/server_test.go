@@ -289,10 +289,7 @@ func (failingStore) UpdateAgent(context.Context, string, func(*registry.Agent) (
 }
 
 func TestInternalErrorsHideText(t *testing.T) {
-	ctx := context.Background()
-	reg, err := registry.New(ctx, failingStore{memstore.New()}, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	defer reg.Close()
+	reg := newRegistry(t, failingStore{memstore.New()})
 	logs := &syncBuffer{}
 	srv, err := httpserver.New(reg, discovery.New(nil), nil, &httpserver.Options{Token: adminToken, Logger: slogJSON(logs)})
 	require.NoError(t, err)

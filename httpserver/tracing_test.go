@@ -60,10 +60,8 @@ func newTracedMesh(t *testing.T, tp trace.TracerProvider, prop propagation.TextM
 
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close() })
-	_, _, err = reg.Register(ctx, registry.Agent{Name: "finance", Description: "Budgets.", Endpoint: agent.URL + "/task", IsDefault: true})
+	reg := newRegistry(t, store)
+	_, _, err := reg.Register(ctx, registry.Agent{Name: "finance", Description: "Budgets.", Endpoint: agent.URL + "/task", IsDefault: true})
 	require.NoError(t, err)
 	engine := discovery.New(nil)
 	t.Cleanup(engine.Follow(reg))
@@ -296,10 +294,8 @@ func BenchmarkServeTracing(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
-			require.NoError(b, err)
-			b.Cleanup(func() { _ = reg.Close() })
-			_, _, err = reg.Register(ctx, registry.Agent{Name: "finance", Description: "Budgets.", Endpoint: "https://agents.example.com/task"})
+			reg := newRegistry(b, memstore.New())
+			_, _, err := reg.Register(ctx, registry.Agent{Name: "finance", Description: "Budgets.", Endpoint: "https://agents.example.com/task"})
 			require.NoError(b, err)
 			eng := discovery.New(nil)
 			b.Cleanup(eng.Follow(reg))
