@@ -1,6 +1,8 @@
-// Package mcpserver is the MCP front-end of the mesh (SPEC section 7): an
-// [mcp.Server] of the official Go SDK whose tools let a model register
-// agents, discover them, delegate tasks to them and follow those tasks.
+// Package mcpserver is the MCP front-end of the mesh: an [mcp.Server] of
+// the official Go SDK whose tools let a model register agents, discover
+// them, delegate tasks to them, follow those tasks and route messages.
+// The user documentation of every tool (parameters, results, errors) and
+// of the host configuration is docs/MCP.md.
 // It is a thin layer: each tool decodes its arguments, calls the registry,
 // the discovery engine or the delegation client, and encodes the answer.
 //
@@ -25,18 +27,24 @@
 //	                     timeoutMs, requiredResources, sourceAgent
 //	mesh_get_delegation  id; waitSeconds (≤ 60: long-poll)              read-only, closed world
 //	mesh_list_agents     label (key=value), limit, cursor               read-only, closed world
+//	mesh_route           input; user_id, slack_user_id, session_id,     open world, not idempotent
+//	                     locale (with Options.Router)
+//	handle_message       raw_input; employee_id, session_id, …          open world, not idempotent
+//	                     (with Options.Router; unknown keys accepted)
 //
 // Each tool has an input and an output schema (JSON Schema 2020-12,
 // inferred from the argument and result types of this package — [RegisterArgs],
 // [DiscoverResult], … — and tightened with the library's limits). Results
 // are objects (lists are wrapped: {results}, {agents, nextCursor}), carried
 // as structured content and, as JSON text, in the content for clients that
-// read only text. Unknown arguments are refused.
+// read only text. Unknown arguments are refused (but by handle_message,
+// whose callers may send more than it documents).
 //
 // # Errors
 //
 // A tool that fails for a reason the caller can act on answers with an
-// isError result whose text starts with a SPEC code: "not_found: no agent
+// isError result whose text starts with an error code of the HTTP API
+// (docs/API.md#errors, docs/MCP.md#errors): "not_found: no agent
 // named \"x\"". That covers arguments the schema refuses (missing, wrong
 // type, unknown, out of range: invalid_argument, with the argument's path),
 // the library's refusals (invalid_argument naming each bad field,
