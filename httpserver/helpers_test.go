@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -56,24 +56,6 @@ const testPrincipal = "team"
 // clock is a settable clock for the rate limiters.
 type clock = clocktest.Clock
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // env is a mesh under test: a registry over a real store, a discovery
 // engine following it, a delegation client, and the server on an httptest
 // listener.
@@ -88,7 +70,7 @@ type env struct {
 	ts       *httptest.Server
 	clock    *clock
 	metrics  *prometheus.Registry
-	logs     *syncBuffer
+	logs     *logtest.Buffer
 }
 
 type envConfig struct {
@@ -106,7 +88,7 @@ type envConfig struct {
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, clock: clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	e := &env{t: t, clock: clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), logs: &logtest.Buffer{}}
 
 	var (
 		rstore registry.Store

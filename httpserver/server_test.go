@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
@@ -290,7 +291,7 @@ func (failingStore) UpdateAgent(context.Context, string, func(*registry.Agent) (
 
 func TestInternalErrorsHideText(t *testing.T) {
 	reg := newRegistry(t, failingStore{memstore.New()})
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	srv, err := httpserver.New(reg, discovery.New(nil), nil, &httpserver.Options{Token: adminToken, Logger: slogJSON(logs)})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
