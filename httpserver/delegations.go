@@ -32,11 +32,10 @@ func (s *Server) delegationRoutes() {
 	s.handle("GET /v1/delegations", authScope, ScopeRead, s.listDelegations)
 	s.handle("GET /v1/delegations/{id}", authScope, ScopeRead, s.getDelegation)
 	s.handle("POST /v1/delegations/{id}/cancel", authScope, ScopeDelegate, s.cancelDelegation)
-	// The callback is authenticated by its single-use secret (?token=), or
-	// by a mesh token with the delegate scope (for agents that were sent
-	// no callback URL); the delegation package checks either.
-	// Only the delegation's own secret reports its result: a caller's
-	// token, whatever its scopes, could forge another caller's outcome.
+	// The callback is authenticated by its single-use secret (?token=),
+	// which the delegation package checks. Only the delegation's own
+	// secret reports its result: a caller's token, whatever its scopes,
+	// could forge another caller's outcome.
 	cb := s.del.CallbackHandler(nil)
 	s.handle("POST /v1/delegations/{id}/result", authCallback, "", func(w *recorder, r *http.Request) {
 		cb.ServeHTTP(w, r)

@@ -96,8 +96,9 @@ Failures are tool errors whose text starts with a code: invalid_argument (fix th
 
 // New returns the MCP server of the mesh: the tools mesh_register,
 // mesh_discover, mesh_unregister, mesh_delegate, mesh_get_delegation and
-// mesh_list_agents over reg, search and del (all required), configured by
-// opts (nil means defaults).
+// mesh_list_agents over reg, search and del (all required), and, with
+// Options.Router, mesh_route and handle_message; configured by opts (nil
+// means defaults).
 //
 // The server holds no state of its own and starts no goroutines: serve it
 // on stdio with Server.Run(ctx, &mcp.StdioTransport{}), or over HTTP with

@@ -75,7 +75,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "MESH_SHUTDOWN_TIMEOUT", 15*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and delegations may finish")
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
-	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
+	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, mesh_route, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
 	routingFlags(f, &cfg.mesh.routing)
 	identityFlags(f, &cfg.mesh.identity)
 	tlsFlags(f, &cfg.tls)
