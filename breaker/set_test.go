@@ -1,7 +1,6 @@
 package breaker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 )
 
 // newTestSet returns a set over store on a fake clock.
@@ -247,28 +248,10 @@ func TestSetRestoreLoadError(t *testing.T) {
 	assert.Equal(t, StateOpen, s.Get("a").State())
 }
 
-// logBuffer is a concurrency-safe log destination.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 func TestSetPersistenceFailureDoesNotBreakBreaker(t *testing.T) {
 	store := newMemStore()
 	store.setFail(errors.New("disk full"))
-	var logs logBuffer
+	var logs logtest.Buffer
 	s, c := newTestSet(store, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	b := s.Get("finance")
 	fail(t, b, 5)

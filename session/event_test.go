@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/session"
 )
 
@@ -288,7 +289,7 @@ func TestOnCloseAfterTheWrite(t *testing.T) {
 
 func TestOnCloseContextAndPanic(t *testing.T) {
 	clk := newClock()
-	var buf syncBuffer
+	var buf logtest.Buffer
 	type key struct{}
 	var ctxErr error
 	var value any

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/internal/harness/clocktest"
+	"github.com/agentmesh/agentmesh/internal/harness/logtest"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/boltstore"
 	"github.com/agentmesh/agentmesh/store/memstore"
@@ -654,7 +655,7 @@ func TestSweeperGoroutine(t *testing.T) {
 }
 
 func TestSweeperLogsFailures(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	store := memstore.New()
 	require.NoError(t, store.Close()) // every sweep fails
 	m, err := session.NewManager(store, &session.Options{
@@ -664,24 +665,6 @@ func TestSweeperLogsFailures(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "session: sweep failed") }, 5*time.Second, time.Millisecond)
 	require.NoError(t, m.Close())
-}
-
-// syncBuffer is a strings.Builder safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func TestStoreErrorsAreWrapped(t *testing.T) {
