@@ -75,7 +75,10 @@ func Fetch(ctx context.Context, client *http.Client, cardURL string) (*a2a.Agent
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, apierr.Wrap(ErrFetch, err, "")
+		if ctx.Err() != nil {
+			return nil, apierr.WrapHidden(ErrFetch, err, "no answer before the deadline")
+		}
+		return nil, apierr.WrapHidden(ErrFetch, err, "%s", netguard.DialCause(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -87,7 +90,7 @@ func Fetch(ctx context.Context, client *http.Client, cardURL string) (*a2a.Agent
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCardBytes+1))
 	if err != nil {
-		return nil, apierr.Wrap(ErrFetch, err, "reading the body")
+		return nil, apierr.WrapHidden(ErrFetch, err, "reading the body: %s", netguard.DialCause(err))
 	}
 	if len(body) > MaxCardBytes {
 		return nil, apierr.Errorf(ErrInvalidCard, "the card is over %d bytes", MaxCardBytes)

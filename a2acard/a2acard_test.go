@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/a2acard"
+	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
@@ -103,6 +105,16 @@ func TestFetch(t *testing.T) {
 	t.Run("bad URL", func(t *testing.T) {
 		_, err := a2acard.Fetch(ctx, client, "file:///etc/passwd")
 		require.ErrorIs(t, err, a2acard.ErrFetch)
+	})
+	t.Run("nothing listens", func(t *testing.T) {
+		ts := serve(t, func(w http.ResponseWriter, r *http.Request) {})
+		ts.Close()
+		_, err := a2acard.Fetch(ctx, client, ts.URL)
+		require.ErrorIs(t, err, a2acard.ErrFetch)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, "the cause is kept")
+		_, msg, _ := apierr.Describe(err)
+		assert.Equal(t, "cannot fetch the agent card: connection refused", msg)
+		assert.NotContains(t, err.Error(), "127.0.0.1", "no address of the mesh's network")
 	})
 	t.Run("refused by the policy", func(t *testing.T) {
 		strict, err := netguard.NewPolicy(netguard.Options{})

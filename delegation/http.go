@@ -3,15 +3,12 @@ package delegation
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/internal/apierr"
 	"github.com/agentmesh/agentmesh/internal/buildinfo"
 	"github.com/agentmesh/agentmesh/internal/tracing"
+	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 )
 
@@ -251,48 +249,13 @@ func requestError(ctx context.Context, err error, connected bool) *TransportErro
 		return &TransportError{Code: CodeTimeout, Message: "no reply before the deadline", Err: err}
 	case !connected:
 		return &TransportError{Code: CodeAgentUnreachable, Retryable: true,
-			Message: "cannot connect to the agent: " + dialCause(err), Err: err}
+			Message: "cannot connect to the agent: " + netguard.DialCause(err), Err: err}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return &TransportError{Code: CodeAgentUnreachable,
 			Message: "the agent closed the connection without a reply: " + cause(err), Err: err}
 	default:
 		return &TransportError{Code: CodeBadResponse, Message: "the agent's reply is not valid HTTP: " + cause(err), Err: err}
 	}
-}
-
-// dialCause says why a connection could not be made without the
-// addresses the name resolved to or the resolver's address, which the
-// Go error texts carry ("dial tcp 10.0.0.5:80: …", "lookup x on
-// 10.0.0.2:53: …"): the mesh's network is not the reader's business.
-func dialCause(err error) string {
-	var dns *net.DNSError
-	switch {
-	case errors.As(err, &dns) && dns.IsNotFound:
-		return "the host name does not resolve"
-	case errors.As(err, &dns) && dns.IsTimeout:
-		return "the host name lookup timed out"
-	case errors.As(err, &dns):
-		return "the host name lookup failed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
-		return "no route to the agent's address"
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return "connection timed out"
-	}
-	var tlsErr *tls.CertificateVerificationError
-	var rec tls.RecordHeaderError
-	switch {
-	case errors.As(err, &tlsErr):
-		return "the agent's TLS certificate does not verify: " + tlsErr.Err.Error()
-	case errors.As(err, &rec):
-		return "the agent does not speak TLS"
-	}
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return "connection failed"
-	}
-	return cause(err)
 }
 
 // cause is the text of err without the "Post \"<url>\": " prefix of a

@@ -84,7 +84,15 @@ func Wrap(sentinel *Error, cause error, format string, args ...any) error {
 	return &causedError{detail: Errorf(sentinel, "%s", detail), cause: cause}
 }
 
-// causedError is the error of Wrap.
+// WrapHidden is [Wrap] for a cause whose text must not be shown (it names
+// addresses of the mesh's network, say): the detail is the formatted text
+// alone, and the error still wraps cause, so errors.Is and errors.As find
+// it.
+func WrapHidden(sentinel *Error, cause error, format string, args ...any) error {
+	return &causedError{detail: Errorf(sentinel, format, args...), cause: cause}
+}
+
+// causedError is the error of Wrap and WrapHidden.
 type causedError struct {
 	detail *Error
 	cause  error

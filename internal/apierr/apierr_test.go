@@ -88,6 +88,20 @@ func TestJoin(t *testing.T) {
 	}
 }
 
+func TestWrapHiddenKeepsTheCauseOutOfTheText(t *testing.T) {
+	cause := fmt.Errorf("dial tcp 10.0.0.5:80: %w", context.DeadlineExceeded)
+	err := apierr.WrapHidden(errMissing, cause, "timed out after %ds", 3)
+	if got, want := err.Error(), "widgets: widget not found: timed out after 3s"; got != want {
+		t.Errorf("Error = %q, want %q", got, want)
+	}
+	if !errors.Is(err, errMissing) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Error("WrapHidden must match its sentinel and its cause")
+	}
+	if code, msg, _ := apierr.Describe(err); code != "not_found" || msg != "widget not found: timed out after 3s" {
+		t.Errorf("Describe = %q, %q", code, msg)
+	}
+}
+
 func TestWrapKeepsTheCause(t *testing.T) {
 	cause := fmt.Errorf("dial: %w", context.DeadlineExceeded)
 	err := apierr.Wrap(errMissing, cause, "fetching %s", "w1")
