@@ -93,14 +93,14 @@ func (t *tools) routingSpecs(srv *mcp.Server) []toolSpec {
 				Annotations: &mcp.ToolAnnotations{Title: "Route a message", ReadOnlyHint: false, IdempotentHint: false, DestructiveHint: tr, OpenWorldHint: tr}},
 			input:  routeInputSchema,
 			output: inferSchema[routing.Response],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolRoute, t.route)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolRoute, t.route)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolHandleMessage, Title: "Handle a conversational turn", Description: handleMessageDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Handle a conversational turn", ReadOnlyHint: false, IdempotentHint: false, DestructiveHint: tr, OpenWorldHint: tr}},
 			input:  handleMessageInputSchema,
 			output: inferSchema[AgentResponse],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolHandleMessage, t.handleMessage)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolHandleMessage, t.handleMessage)) },
 		},
 	}
 }

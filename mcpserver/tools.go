@@ -110,11 +110,14 @@ type tools struct {
 	log       *slog.Logger
 	router    Router
 	routeMeta func(context.Context) map[string]any
+	// outputs are the tools' output schemas, by name (see addTool).
+	outputs map[string]any
 }
 
 // add registers the six tools on srv, and the routing tools with a
 // Router.
 func (t *tools) add(srv *mcp.Server) error {
+	t.outputs = make(map[string]any)
 	// Pointer hints: nil would mean the MCP defaults (destructive, open
 	// world), so every tool states both.
 	f, tr := jsonschema.Ptr(false), jsonschema.Ptr(true)
@@ -124,42 +127,42 @@ func (t *tools) add(srv *mcp.Server) error {
 				Annotations: &mcp.ToolAnnotations{Title: "Register an agent", ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
 			input:  registerInputSchema,
 			output: inferSchema[RegisterResult],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolRegister, t.register)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolRegister, t.register)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolDiscover, Title: "Discover agents", Description: discoverDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Discover agents", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
 			input:  discoverInputSchema,
 			output: inferSchema[DiscoverResult],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolDiscover, t.discover)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolDiscover, t.discover)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolUnregister, Title: "Unregister an agent", Description: unregisterDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Unregister an agent", ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: tr, OpenWorldHint: f}},
 			input:  unregisterInputSchema,
 			output: inferSchema[UnregisterResult],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolUnregister, t.unregister)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolUnregister, t.unregister)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolDelegate, Title: "Delegate a task", Description: delegateDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Delegate a task", ReadOnlyHint: false, IdempotentHint: false, DestructiveHint: tr, OpenWorldHint: tr}},
 			input:  delegateInputSchema,
 			output: delegateOutputSchema,
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolDelegate, t.delegate)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolDelegate, t.delegate)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolGetDelegation, Title: "Get a delegation", Description: getDelegationDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "Get a delegation", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
 			input:  getDelegationInputSchema,
 			output: delegationOutputSchema,
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolGetDelegation, t.getDelegation)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolGetDelegation, t.getDelegation)) },
 		},
 		{
 			tool: &mcp.Tool{Name: ToolListAgents, Title: "List agents", Description: listAgentsDescription,
 				Annotations: &mcp.ToolAnnotations{Title: "List agents", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
 			input:  listAgentsInputSchema,
 			output: inferSchema[ListAgentsResult],
-			add:    func(tool *mcp.Tool) { mcp.AddTool(srv, tool, handler(t, ToolListAgents, t.listAgents)) },
+			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolListAgents, t.listAgents)) },
 		},
 	}
 	if t.router != nil {

@@ -1,0 +1,80 @@
+package mcpserver_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
+	"github.com/agentmesh/agentmesh/mcpserver"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/store/memstore"
+)
+
+// BenchmarkDiscover compares a mesh_discover call over in-memory MCP
+// transports with the same search encoded as the HTTP API encodes it
+// (discovery.Engine.AppendSearchJSON), over 1,000 synthetic agents: what
+// the tool path costs on top of the search itself.
+func BenchmarkDiscover(b *testing.B) {
+	ctx := context.Background()
+	store := memstore.New()
+	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	engine := discovery.New(nil)
+	b.Cleanup(engine.Follow(reg))
+	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PruneInterval: -1, RescanInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = del.Close() })
+	g := synthagents.New(1)
+	for i := range 1000 {
+		s := g.Agent("", i, 0)
+		a := registry.Agent{Name: s.Name, Description: s.Description, Capabilities: s.Capabilities, Endpoint: s.Endpoint, Labels: s.Labels, Examples: s.Examples}
+		if _, _, err := reg.Register(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	queries := make([]string, 64)
+	for i := range queries {
+		queries[i] = g.Query(i)
+	}
+
+	b.Run("engine-json", func(b *testing.B) {
+		var buf []byte
+		for i := 0; b.Loop(); i++ {
+			if buf, err = engine.AppendSearchJSON(buf[:0], queries[i%len(queries)], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mcp-tool", func(b *testing.B) {
+		srv, err := mcpserver.New(reg, engine, del, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(ctx, st, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = ss.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx, ct, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cs.Close() })
+		for i := 0; b.Loop(); i++ {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mesh_discover", Arguments: map[string]any{"query": queries[i%len(queries)]}})
+			if err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+	})
+}
