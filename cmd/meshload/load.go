@@ -13,6 +13,10 @@ type outcome struct {
 	key   string // "200", "ok", "error: timeout", ...
 	bytes int
 	ok    bool
+	// kind names the kind of request in a run that mixes several
+	// ("discover", "delegate", ...); the report then has a summary per
+	// kind. Empty in single-kind runs.
+	kind string
 }
 
 // opFunc performs request number i (0, 1, 2, ... across all workers).
@@ -38,6 +42,27 @@ type workerStats struct {
 	outcomes map[string]uint64
 	errors   uint64
 	bytes    uint64
+	kinds    map[string]*kindStats
+}
+
+// kindStats is what one worker saw of one kind of request.
+type kindStats struct {
+	h        histogram
+	outcomes map[string]uint64
+	errors   uint64
+}
+
+// kind returns the stats of kind k, creating them.
+func (st *workerStats) kind(k string) *kindStats {
+	ks := st.kinds[k]
+	if ks == nil {
+		ks = &kindStats{outcomes: make(map[string]uint64)}
+		if st.kinds == nil {
+			st.kinds = make(map[string]*kindStats)
+		}
+		st.kinds[k] = ks
+	}
+	return ks
 }
 
 // runLoad runs a closed loop: concurrency workers, each issuing its next
@@ -98,6 +123,14 @@ func runLoad(ctx context.Context, p plan, newOp func(worker int) opFunc) *Report
 				if !out.ok {
 					st.errors++
 				}
+				if out.kind != "" {
+					ks := st.kind(out.kind)
+					ks.h.record(elapsed)
+					ks.outcomes[out.key]++
+					if !out.ok {
+						ks.errors++
+					}
+				}
 			}
 		})
 	}
@@ -111,25 +144,27 @@ func runLoad(ctx context.Context, p plan, newOp func(worker int) opFunc) *Report
 		cpuStart = cpuEnd
 	}
 
-	r := &Report{Concurrency: c, Outcomes: map[string]uint64{}, GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	var h histogram
+	r := &Report{Concurrency: c, Outcomes: map[string]uint64{}, GOMAXPROCS: runtime.GOMAXPROCS(0), hist: new(histogram)}
 	for i := range stats {
 		st := &stats[i]
-		h.merge(&st.h)
+		r.hist.merge(&st.h)
 		for k, v := range st.outcomes {
 			r.Outcomes[k] += v
 		}
 		r.Errors += st.errors
 		r.BytesIn += st.bytes
+		for k, ks := range st.kinds {
+			kr := r.kind(k)
+			kr.hist.merge(&ks.h)
+			for o, v := range ks.outcomes {
+				kr.Outcomes[o] += v
+			}
+			kr.Errors += ks.errors
+		}
 	}
-	r.Requests = h.n
-	elapsed := end.Sub(measureFrom)
-	r.Seconds = elapsed.Seconds()
-	if elapsed > 0 {
-		r.RequestsPerSecond = float64(h.n) / elapsed.Seconds()
-	}
-	r.Latency = latencyOf(&h)
+	r.Seconds = end.Sub(measureFrom).Seconds()
 	r.ClientCPUSeconds = (cpuEnd.client - cpuStart.client).Seconds()
 	r.ServerCPUSeconds = (cpuEnd.server - cpuStart.server).Seconds()
+	r.summarize()
 	return r
 }

@@ -8,6 +8,10 @@
 //	meshload -mode discover -c 1,8 -d 10s     # GET /v1/discover, 2–4-word queries round-robin
 //	meshload -mode register -c 8 -d 10s       # POST /v1/agents, a new agent each time
 //	meshload -mode mcp-stdio -cmd 'agentmesh --store memory' -n 10000 -c 1,8 -d 10s
+//	meshload -mode delegate -c 1,8 -d 5s      # direct POST to an echo agent, then through the mesh
+//	meshload -mode mixed -c 8 -d 10s          # discover 70 %, delegate 20 %, register/heartbeat 10 %
+//	meshload -mode soak -server-pid PID       # mixed for 10 min, the server's RSS, goroutines, files every 30 s
+//	meshload -mode fsync -d 3s -dir DIR       # fdatasync p50 of 4 KiB writes in DIR: the disk's limit
 //
 // Each HTTP worker has its own client and keep-alive connection. The
 // synthetic agents and queries are a pure function of -seed, so a seeded
@@ -25,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,9 +67,32 @@ Modes (-mode):
   takeover   start -cmd twice on one store (holder and front-end), then
              -repeat times: SIGKILL the holder and time the first
              mesh_register the front-end gets acknowledged
+  direct     POST -task, as the mesh sends it to an http agent, straight
+             to the agent (-agent, or an echo agent meshload starts on
+             -agent-addr)
+  delegate   at each -c level, a direct run, then POST /v1/delegate (sync)
+             of -task to -target by name; the delegate report compares
+             the two: added p50 (mesh − direct), added ÷ direct p50, and
+             mesh ÷ direct throughput. Without -agent, meshload starts an
+             echo agent and registers it as -target (serve needs
+             --allow-private-endpoints for a loopback agent)
+  mixed      per request, deterministic from -seed: GET /v1/discover 70 %,
+             POST /v1/delegate to -target 20 %, POST /v1/agents 5 % and
+             POST /v1/agents/{name}/heartbeat 5 % on a pool of -pool
+             synthetic agents (registered first); one report with counts,
+             p50, p99 and errors per kind
+  soak       mixed for -d (default 10m), sampling every -sample: the
+             server's RSS and open files (-server-pid, required on Linux),
+             its goroutines (go_goroutines of -url's /metrics, "-" when
+             unreadable), requests/s and p99 of the interval; a row per
+             sample, then a verdict comparing the last third of the
+             samples with the first
+  fsync      -d of 4 KiB writes, each followed by fdatasync (as bbolt
+             commits), on a file in -dir: p50, and the disk's limit of
+             durable commits at the first -c level: c ÷ p50
 
 A run lasts -d after -warmup, or exactly -n requests when -n is given
-(get, discover, register). -c takes a list ("1,8"): one run per level, in
+(get, discover, register, direct, delegate, mixed). -c takes a list ("1,8"): one run per level, in
 order, all -repeat times over, each with its own report (-json prints one
 JSON object per run).
 
@@ -86,8 +114,11 @@ type config struct {
 	concurrency                                      []int
 	n, nQueries, limit, repeat, serverPID            int
 	hold                                             bool
-	nSet                                             bool
+	nSet, dSet                                       bool
 	duration, warmup, timeout, settle                time.Duration
+	agent, agentAddr, target, task, dir              string
+	pool                                             int
+	sample                                           time.Duration
 	seed                                             uint64
 	json                                             bool
 }
@@ -103,13 +134,13 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	conc := "8"
 	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8766", "base URL of the agentmesh server")
 	fs.StringVar(&cfg.token, "token", env("MESH_TOKEN"), "bearer token (default $MESH_TOKEN)")
-	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio or takeover")
+	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak or fsync")
 	fs.StringVar(&cfg.path, "path", "/health", "path and query for -mode get, relative to -url")
 	fs.StringVar(&conc, "c", conc, "concurrent workers, each with its own keep-alive connection; a list (1,8) runs each level")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run the -c levels this many times over")
-	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration of a run")
+	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration of a run (soak: 10m)")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "run this long before measuring (not with a count)")
-	fs.IntVar(&cfg.n, "n", 0, "number of requests (get, discover, register) or agents (seed, mcp-stdio) instead of a duration")
+	fs.IntVar(&cfg.n, "n", 0, "number of requests (get, discover, register, direct, delegate, mixed) or agents (seed, mcp-stdio) instead of a duration")
 	fs.StringVar(&cfg.queriesFile, "queries", "", "file of discover queries, one per line (default: generated)")
 	fs.IntVar(&cfg.nQueries, "nqueries", 1000, "number of generated discover queries")
 	fs.IntVar(&cfg.limit, "limit", 0, "discover result limit (0: the server's default, 10)")
@@ -121,13 +152,26 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	fs.DurationVar(&cfg.settle, "settle", 15*time.Minute, "longest wait for the server to go idle before measuring; 0 does not wait")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.BoolVar(&cfg.json, "json", false, "print reports as JSON")
+	fs.StringVar(&cfg.agent, "agent", "", "direct, delegate, mixed, soak: the task endpoint of an agent already registered as -target (default: meshload starts an echo agent and registers it)")
+	fs.StringVar(&cfg.agentAddr, "agent-addr", "127.0.0.1:0", "listen address of the echo agent meshload starts without -agent")
+	fs.StringVar(&cfg.target, "target", "meshload-echo", "name of the agent delegations go to")
+	fs.StringVar(&cfg.task, "task", "Summarize the open invoices of the finance team.", "task text of direct and delegate requests")
+	fs.IntVar(&cfg.pool, "pool", 1000, "mixed, soak: synthetic agents 0 … pool-1 (named with -prefix) that registrations and heartbeats go to")
+	fs.DurationVar(&cfg.sample, "sample", 30*time.Second, "soak: sampling interval")
+	fs.StringVar(&cfg.dir, "dir", ".", "fsync: directory of the probe's file (the store's)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	fs.Visit(func(f *flag.Flag) { cfg.nSet = cfg.nSet || f.Name == "n" })
+	fs.Visit(func(f *flag.Flag) {
+		cfg.nSet = cfg.nSet || f.Name == "n"
+		cfg.dSet = cfg.dSet || f.Name == "d"
+	})
+	if cfg.mode == "soak" && !cfg.dSet {
+		cfg.duration = 10 * time.Minute
+	}
 	for _, s := range strings.Split(conc, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || c < 1 {
@@ -148,6 +192,12 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 		return nil, errors.New("-nqueries must be at least 1")
 	case cfg.limit < 0:
 		return nil, errors.New("-limit must not be negative")
+	case cfg.pool < 1:
+		return nil, errors.New("-pool must be at least 1")
+	case cfg.sample <= 0:
+		return nil, errors.New("-sample must be positive")
+	case cfg.mode == "soak" && runtime.GOOS == "linux" && cfg.serverPID == 0:
+		return nil, errors.New("-mode soak needs -server-pid, the process id of the server, for its RSS and open files")
 	}
 	if cfg.serverPID != 0 {
 		if _, ok := processCPU(cfg.serverPID); !ok {
@@ -178,7 +228,7 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 			fmt.Fprintf(stderr, "meshload: %d of %d requests failed\n", r.Errors, r.Requests)
 		}
 	}
-	status, err := execute(ctx, cfg, emit, stderr)
+	status, err := execute(ctx, cfg, emit, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "meshload:", err)
 		if status == 0 {
@@ -208,7 +258,7 @@ const defaultAgents = 10_000
 
 // execute runs the mode's runs, passing each report to emit as it is
 // made, and returns the exit status.
-func execute(ctx context.Context, cfg *config, emit func(*Report), stderr io.Writer) (int, error) {
+func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stderr io.Writer) (int, error) {
 	gen := synthagents.New(cfg.seed)
 	agents := defaultAgents
 	if cfg.nSet {
@@ -220,6 +270,19 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stderr io.Wri
 	}
 	if cfg.mode == "takeover" {
 		return runTakeover(ctx, cfg, gen, stderr)
+	}
+	switch cfg.mode {
+	case "fsync":
+		r, err := runFsync(ctx, cfg, cfg.concurrency[0])
+		if err != nil {
+			return 1, err
+		}
+		emit(r)
+		return 0, interrupted(ctx)
+	case "direct", "delegate":
+		return runDelegate(ctx, cfg, serverCPU, emit, stderr)
+	case "mixed", "soak":
+		return runMixed(ctx, cfg, gen, serverCPU, emit, stdout, stderr)
 	}
 	if cfg.mode == "mcp-stdio" {
 		queries, err := loadQueries(cfg, gen)
@@ -283,7 +346,7 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stderr io.Wri
 		settle(ctx, cfg, serverCPU, stderr)
 		return 0, interrupted(ctx)
 	default:
-		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed or mcp-stdio", cfg.mode)
+		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak or fsync", cfg.mode)
 	}
 	for range cfg.repeat {
 		for _, c := range cfg.concurrency {

@@ -33,3 +33,35 @@ func processCPU(pid int) (time.Duration, bool) {
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }
+
+// processRSS returns the resident set size of process pid in bytes, from
+// the VmRSS line of /proc/PID/status.
+func processRSS(pid int) (uint64, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range bytes.Lines(data) {
+		rest, ok := bytes.CutPrefix(line, []byte("VmRSS:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest) // "123456 kB"
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, false
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		return kb << 10, err == nil
+	}
+	return 0, false
+}
+
+// processFDs returns the number of open file descriptors of process pid,
+// the entries of /proc/PID/fd.
+func processFDs(pid int) (int, bool) {
+	entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return 0, false
+	}
+	return len(entries), true
+}

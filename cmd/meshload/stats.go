@@ -138,6 +138,103 @@ type Report struct {
 	// on Linux); else 0 and left out.
 	ServerCPUSeconds float64 `json:"serverCpuSeconds,omitempty"`
 	GOMAXPROCS       int     `json:"gomaxprocs"`
+	// Kinds summarizes each kind of request of a run that mixes several
+	// (-mode mixed, soak), by kind name.
+	Kinds map[string]*KindReport `json:"kinds,omitempty"`
+	// VsDirect compares a delegate run with the direct run at the same
+	// concurrency just before it (-mode delegate).
+	VsDirect *Comparison `json:"vsDirect,omitempty"`
+	// DiskLimit is what -mode fsync derives from its p50.
+	DiskLimit *DiskLimit `json:"diskLimit,omitempty"`
+
+	hist *histogram // every recorded latency, to merge reports
+}
+
+// KindReport is the summary of one kind of request in a [Report].
+type KindReport struct {
+	Requests uint64 `json:"requests"`
+	Errors   uint64 `json:"errors"`
+	// Share is the kind's fraction of the run's requests (0–1).
+	Share    float64           `json:"share"`
+	Latency  Latency           `json:"latency"`
+	Outcomes map[string]uint64 `json:"outcomes"`
+
+	hist *histogram
+}
+
+// Comparison is a delegation through the mesh against a direct POST to
+// the same agent at the same concurrency.
+type Comparison struct {
+	DirectP50Ms             float64 `json:"directP50Ms"`
+	DirectRequestsPerSecond float64 `json:"directRequestsPerSecond"`
+	// AddedP50Ms is the mesh's p50 minus the direct p50: what going
+	// through the mesh adds to a typical delegation.
+	AddedP50Ms float64 `json:"addedP50Ms"`
+	// AddedP50Ratio is AddedP50Ms ÷ DirectP50Ms.
+	AddedP50Ratio float64 `json:"addedP50Ratio"`
+	// ThroughputRatio is the mesh's requests/s ÷ the direct requests/s.
+	ThroughputRatio float64 `json:"throughputRatio"`
+}
+
+// DiskLimit is the most durable commits a second the disk allows with
+// InFlight writers sharing each fdatasync: InFlight ÷ the fdatasync p50.
+type DiskLimit struct {
+	InFlight  int     `json:"inFlight"`
+	PerSecond float64 `json:"perSecond"`
+}
+
+// kind returns the summary of kind k, creating it.
+func (r *Report) kind(k string) *KindReport {
+	kr := r.Kinds[k]
+	if kr == nil {
+		kr = &KindReport{Outcomes: map[string]uint64{}, hist: new(histogram)}
+		if r.Kinds == nil {
+			r.Kinds = map[string]*KindReport{}
+		}
+		r.Kinds[k] = kr
+	}
+	return kr
+}
+
+// summarize sets the figures derived from the histograms and Seconds.
+func (r *Report) summarize() {
+	r.Requests = r.hist.n
+	r.RequestsPerSecond = 0
+	if r.Seconds > 0 {
+		r.RequestsPerSecond = float64(r.hist.n) / r.Seconds
+	}
+	r.Latency = latencyOf(r.hist)
+	for _, kr := range r.Kinds {
+		kr.Requests = kr.hist.n
+		kr.Share = 0
+		if r.Requests > 0 {
+			kr.Share = float64(kr.Requests) / float64(r.Requests)
+		}
+		kr.Latency = latencyOf(kr.hist)
+	}
+}
+
+// add merges o, a later run of the same load, into r: the result covers
+// both runs, their measured times added.
+func (r *Report) add(o *Report) {
+	r.hist.merge(o.hist)
+	for k, v := range o.Outcomes {
+		r.Outcomes[k] += v
+	}
+	r.Errors += o.Errors
+	r.BytesIn += o.BytesIn
+	r.Seconds += o.Seconds
+	r.ClientCPUSeconds += o.ClientCPUSeconds
+	r.ServerCPUSeconds += o.ServerCPUSeconds
+	for k, ok := range o.Kinds {
+		kr := r.kind(k)
+		kr.hist.merge(ok.hist)
+		for o, v := range ok.Outcomes {
+			kr.Outcomes[o] += v
+		}
+		kr.Errors += ok.Errors
+	}
+	r.summarize()
 }
 
 // Latency is the latency summary of a [Report], in milliseconds.
@@ -167,16 +264,38 @@ func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "  throughput %.0f req/s\n", r.RequestsPerSecond)
 	fmt.Fprintf(w, "  latency    p50 %s  p90 %s  p99 %s  max %s  mean %s\n",
 		fmtMs(r.Latency.P50), fmtMs(r.Latency.P90), fmtMs(r.Latency.P99), fmtMs(r.Latency.Max), fmtMs(r.Latency.Mean))
-	keys := make([]string, 0, len(r.Outcomes))
-	for k := range r.Outcomes {
+	fmt.Fprintf(w, "  outcomes   %s\n", outcomeList(r.Outcomes))
+	kinds := make([]string, 0, len(r.Kinds))
+	for k := range r.Kinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		kr := r.Kinds[k]
+		fmt.Fprintf(w, "  %-10s %d (%.1f%%, %d errors)  p50 %s  p99 %s  %s\n", k, kr.Requests, 100*kr.Share, kr.Errors,
+			fmtMs(kr.Latency.P50), fmtMs(kr.Latency.P99), outcomeList(kr.Outcomes))
+	}
+	if c := r.VsDirect; c != nil {
+		fmt.Fprintf(w, "  vs direct  direct p50 %s, %.0f req/s; added p50 %s (mesh − direct), added ÷ direct p50 %.2f, mesh ÷ direct throughput %.2f\n",
+			fmtMs(c.DirectP50Ms), c.DirectRequestsPerSecond, fmtMs(c.AddedP50Ms), c.AddedP50Ratio, c.ThroughputRatio)
+	}
+	if l := r.DiskLimit; l != nil {
+		fmt.Fprintf(w, "  limit      %d ÷ p50 = %.0f commits/s\n", l.InFlight, l.PerSecond)
+	}
+}
+
+// outcomeList prints outcome counts sorted by outcome.
+func outcomeList(outcomes map[string]uint64) string {
+	keys := make([]string, 0, len(outcomes))
+	for k := range outcomes {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s ×%d", k, r.Outcomes[k])
+		parts[i] = fmt.Sprintf("%s ×%d", k, outcomes[k])
 	}
-	fmt.Fprintf(w, "  outcomes   %s\n", strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 func fmtMs(v float64) string {
