@@ -179,6 +179,17 @@ type Searcher interface {
 	Search(query string, q *Query) ([]Result, error)
 }
 
+// JSONSearcher is a [Searcher] that also encodes its results itself,
+// faster than json.Marshal of them and with the same bytes: *Engine
+// implements it ([Engine.AppendSearchJSON]), and the HTTP and MCP
+// discovery paths use it when their Searcher has it.
+type JSONSearcher interface {
+	Searcher
+	AppendSearchJSON(dst []byte, query string, q *Query) ([]byte, error)
+}
+
+var _ JSONSearcher = (*Engine)(nil)
+
 // Follow makes the engine mirror src: it replaces the engine's content with
 // src's current agents (as [Engine.Reset] does) and applies every later
 // change event, until stop is called. stop is idempotent and safe for

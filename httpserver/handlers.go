@@ -389,7 +389,7 @@ func (s *Server) discover(w *recorder, query string, q *discovery.Query) {
 		s.fail(w, fieldError("protocol", "invalid protocol: must be one of http, mcp, a2a, inprocess"))
 		return
 	}
-	if js, ok := s.search.(jsonSearcher); ok {
+	if js, ok := s.search.(discovery.JSONSearcher); ok {
 		buf := replyBuffers.Get().(*[]byte)
 		defer replyBuffers.Put(buf)
 		b, err := js.AppendSearchJSON((*buf)[:0], query, q)
@@ -411,13 +411,6 @@ func (s *Server) discover(w *recorder, query string, q *discovery.Query) {
 		res = []discovery.Result{}
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// jsonSearcher is a Searcher that encodes its results itself, faster than
-// json.Marshal of them: *discovery.Engine implements it, and the discovery
-// routes use it when the Searcher has it.
-type jsonSearcher interface {
-	AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error)
 }
 
 // replyBuffers recycles the buffers discovery replies are encoded in.

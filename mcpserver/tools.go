@@ -264,14 +264,25 @@ func (t *tools) register(ctx context.Context, in RegisterArgs) (*mcp.CallToolRes
 	return nil, RegisterResult{Agent: agentOut(stored.Redacted()), Created: created}, nil
 }
 
-func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolResult, DiscoverResult, error) {
+// discover answers a [DiscoverResult]: encoded by the engine itself when
+// the searcher is one (the bytes json.Marshal would give, from each
+// record's cached encoding; TestDiscoverFastPathMatches holds them equal), else
+// built from the results.
+func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolResult, any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, DiscoverResult{}, err
+		return nil, nil, err
 	}
 	q := &discovery.Query{
 		Limit:             in.Limit,
 		Labels:            in.Labels,
 		RequiredResources: in.RequiredResources,
+	}
+	if js, ok := t.search.(discovery.JSONSearcher); ok {
+		b, err := js.AppendSearchJSON(append(make([]byte, 0, 8<<10), `{"results":`...), in.Query, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, json.RawMessage(append(b, '}')), nil
 	}
 	var results []discovery.Result
 	var err error
@@ -281,13 +292,17 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		results, err = t.search.Search(in.Query, q)
 	}
 	if err != nil {
-		return nil, DiscoverResult{}, err
+		return nil, nil, err
 	}
+	return nil, discoverResult(results), nil
+}
+
+func discoverResult(results []discovery.Result) DiscoverResult {
 	out := DiscoverResult{Results: make([]Match, len(results))}
 	for i, r := range results {
 		out.Results[i] = matchOut(r)
 	}
-	return nil, out, nil
+	return out
 }
 
 func (t *tools) unregister(ctx context.Context, in UnregisterArgs) (*mcp.CallToolResult, UnregisterResult, error) {
