@@ -33,14 +33,6 @@ type AuditStats interface {
 	Failed() uint64
 }
 
-// JSONSearcher is a Searcher that also encodes its results itself (the
-// fast path of httpserver's discovery routes): *discovery.Engine
-// implements it.
-type JSONSearcher interface {
-	discovery.Searcher
-	AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error)
-}
-
 // DefaultSessionsCacheFor is how long a count of active sessions is
 // reused when Options.SessionsCacheFor is 0.
 const DefaultSessionsCacheFor = 5 * time.Second
@@ -305,11 +297,11 @@ func (m *Metrics) ObserveDecision(_ context.Context, resp routing.Response, err 
 
 // Searcher returns s with every search timed into
 // agentmesh_discover_duration_seconds. When s also has AppendSearchJSON
-// (a [JSONSearcher], as *discovery.Engine), so does the result, timed the
+// (a [discovery.JSONSearcher], as *discovery.Engine), so does the result, timed the
 // same way, so a front-end's fast path is kept.
 func (m *Metrics) Searcher(s discovery.Searcher) discovery.Searcher {
 	t := timedSearcher{s: s, h: m.discover}
-	if js, ok := s.(JSONSearcher); ok {
+	if js, ok := s.(discovery.JSONSearcher); ok {
 		return timedJSONSearcher{timedSearcher: t, js: js}
 	}
 	return t
@@ -329,7 +321,7 @@ func (t timedSearcher) Search(query string, q *discovery.Query) ([]discovery.Res
 
 type timedJSONSearcher struct {
 	timedSearcher
-	js JSONSearcher
+	js discovery.JSONSearcher
 }
 
 func (t timedJSONSearcher) AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error) {

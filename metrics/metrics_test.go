@@ -226,7 +226,7 @@ func TestDiscoverDurationKeepsTheFastPath(t *testing.T) {
 	x := newMesh(t)
 	x.register(t, registry.Agent{Name: "good", Capabilities: []string{"budget"}, Endpoint: "http://127.0.0.1:9/task"})
 	s := x.m.Searcher(x.engine)
-	js, ok := s.(metrics.JSONSearcher)
+	js, ok := s.(discovery.JSONSearcher)
 	require.True(t, ok, "the engine's AppendSearchJSON survives the wrapper")
 	_, err := s.Search("budget", &discovery.Query{})
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func TestDiscoverDurationKeepsTheFastPath(t *testing.T) {
 	assert.Equal(t, 2.0, value(t, x.prom, "agentmesh_discover_duration_seconds", nil))
 
 	type onlySearch struct{ discovery.Searcher }
-	_, ok = x.m.Searcher(onlySearch{x.engine}).(metrics.JSONSearcher)
+	_, ok = x.m.Searcher(onlySearch{x.engine}).(discovery.JSONSearcher)
 	assert.False(t, ok, "a plain Searcher does not grow AppendSearchJSON")
 
 	// Through the HTTP API, which takes the fast path.
