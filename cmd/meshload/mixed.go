@@ -140,6 +140,9 @@ type SoakSample struct {
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
 	// RSSMiB is the server's resident set size (VmRSS), 0 when unknown.
 	RSSMiB float64 `json:"rssMiB"`
+	// RSSAnonMiB is RSSMiB's anonymous part (RssAnon: heap and stacks);
+	// the rest is mostly the pages of the store file bbolt maps.
+	RSSAnonMiB float64 `json:"rssAnonMiB"`
 	// Goroutines is go_goroutines from the server's /metrics; nil when
 	// /metrics could not be read.
 	Goroutines *int `json:"goroutines"`
@@ -189,8 +192,9 @@ type serverProbe struct {
 }
 
 func (p *serverProbe) sample(ctx context.Context, s *SoakSample) {
-	if rss, ok := processRSS(p.pid); ok {
-		s.RSSMiB = math.Round(float64(rss)/(1<<20)*10) / 10
+	if rss, anon, ok := processRSS(p.pid); ok {
+		s.RSSMiB = mib(rss)
+		s.RSSAnonMiB = mib(anon)
 	}
 	if n, ok := processFDs(p.pid); ok {
 		s.OpenFiles = n
@@ -199,6 +203,8 @@ func (p *serverProbe) sample(ctx context.Context, s *SoakSample) {
 		s.Goroutines = &n
 	}
 }
+
+func mib(b uint64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
 
 // goroutines scrapes go_goroutines from the server's /metrics.
 func (p *serverProbe) goroutines(ctx context.Context) (int, bool) {
@@ -313,7 +319,7 @@ func verdictOf(samples []SoakSample) SoakVerdict {
 	return v
 }
 
-const soakHeader = "sample  elapsed    RSS MiB  goroutines  open files   req/s      p99  errors"
+const soakHeader = "sample  elapsed    RSS MiB  (anon)  goroutines  open files   req/s      p99  errors"
 
 // writeSoakRow prints a sample as a row under soakHeader.
 func writeSoakRow(w io.Writer, s SoakSample) {
@@ -321,15 +327,16 @@ func writeSoakRow(w io.Writer, s SoakSample) {
 	if s.Goroutines != nil {
 		g = strconv.Itoa(*s.Goroutines)
 	}
-	rss, fds := "-", "-"
+	rss, anon, fds := "-", "-", "-"
 	if s.RSSMiB > 0 {
 		rss = fmt.Sprintf("%.1f", s.RSSMiB)
+		anon = fmt.Sprintf("%.1f", s.RSSAnonMiB)
 	}
 	if s.OpenFiles > 0 {
 		fds = strconv.Itoa(s.OpenFiles)
 	}
-	fmt.Fprintf(w, "%6d  %6.0fs  %9s  %10s  %10s  %6.0f  %7s  %6d\n",
-		s.Sample, s.ElapsedSeconds, rss, g, fds, s.RequestsPerSecond, fmtMs(s.P99Ms), s.Errors)
+	fmt.Fprintf(w, "%6d  %6.0fs  %9s  %6s  %10s  %10s  %6.0f  %7s  %6d\n",
+		s.Sample, s.ElapsedSeconds, rss, anon, g, fds, s.RequestsPerSecond, fmtMs(s.P99Ms), s.Errors)
 }
 
 // writeVerdict prints the verdict line.

@@ -223,8 +223,8 @@ func TestSoak(t *testing.T) {
 		if i > 0 && s.ElapsedSeconds <= samples[i-1].ElapsedSeconds {
 			t.Errorf("sample %d at %vs, after %vs", i+1, s.ElapsedSeconds, samples[i-1].ElapsedSeconds)
 		}
-		if runtime.GOOS == "linux" && (s.RSSMiB <= 0 || s.OpenFiles <= 0) {
-			t.Errorf("sample %d: RSS %v MiB, %d open files", i+1, s.RSSMiB, s.OpenFiles)
+		if runtime.GOOS == "linux" && (s.RSSMiB <= 0 || s.RSSAnonMiB <= 0 || s.RSSAnonMiB > s.RSSMiB || s.OpenFiles <= 0) {
+			t.Errorf("sample %d: RSS %v MiB (anonymous %v), %d open files", i+1, s.RSSMiB, s.RSSAnonMiB, s.OpenFiles)
 		}
 		if s.Goroutines == nil || *s.Goroutines <= 0 {
 			t.Errorf("sample %d: goroutines %v from /metrics", i+1, s.Goroutines)

@@ -34,26 +34,32 @@ func processCPU(pid int) (time.Duration, bool) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }
 
-// processRSS returns the resident set size of process pid in bytes, from
-// the VmRSS line of /proc/PID/status.
-func processRSS(pid int) (uint64, bool) {
+// processRSS returns the resident set size of process pid in bytes, and
+// its anonymous part (the heap and stacks, without the pages of mapped
+// files such as a bbolt store), from /proc/PID/status.
+func processRSS(pid int) (rss, anon uint64, ok bool) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
+		return 0, 0, false
+	}
+	kib := func(key string) (uint64, bool) {
+		for line := range bytes.Lines(data) {
+			rest, found := bytes.CutPrefix(line, []byte(key))
+			if !found {
+				continue
+			}
+			f := bytes.Fields(rest) // "123456 kB"
+			if len(f) != 2 || string(f[1]) != "kB" {
+				return 0, false
+			}
+			v, err := strconv.ParseUint(string(f[0]), 10, 64)
+			return v << 10, err == nil
+		}
 		return 0, false
 	}
-	for line := range bytes.Lines(data) {
-		rest, ok := bytes.CutPrefix(line, []byte("VmRSS:"))
-		if !ok {
-			continue
-		}
-		f := bytes.Fields(rest) // "123456 kB"
-		if len(f) != 2 || string(f[1]) != "kB" {
-			return 0, false
-		}
-		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
-		return kb << 10, err == nil
-	}
-	return 0, false
+	rss, ok = kib("VmRSS:")
+	anon, _ = kib("RssAnon:")
+	return rss, anon, ok
 }
 
 // processFDs returns the number of open file descriptors of process pid,
