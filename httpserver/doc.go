@@ -50,6 +50,8 @@
 //	DELETE /v1/sessions/{id}                route     200 the session closed abandoned / 404 / 409 not active
 //	POST   /v1/admin/reload                 admin     when Options.Reload is set; 422 reload_failed
 //	GET    /v1/audit                        admin     ?limit&since&cursor, bare array + Link (when Options.Audit is set)
+//	GET    /v1/events                       read      Server-Sent Events of the mesh's changes, Last-Event-ID resumes (when Options.Events is set)
+//	GET    /ui/                             none      the web dashboard (when Options.UI is set; package ui)
 //
 // The delegation routes exist when a [Delegations] is given to [New], the
 // session routes when Options.Sessions is set. [Server.Handle] mounts more
@@ -107,9 +109,10 @@
 // Every response carries X-Request-Id, X-Content-Type-Options: nosniff,
 // X-Frame-Options: DENY, Referrer-Policy: no-referrer,
 // Content-Security-Policy: default-src 'none'; frame-ancestors 'none' and
-// Cache-Control: no-store. CORS allows only Options.CORSOrigins (default
-// http://localhost:8766, never "*"); a preflight from another origin gets
-// 403.
+// Cache-Control: no-store; Options.UI replaces only the
+// Content-Security-Policy, with one allowing its own assets. CORS allows
+// only Options.CORSOrigins (default http://localhost:8766, never "*"); a
+// preflight from another origin gets 403.
 //
 // # Observability
 //
@@ -132,6 +135,16 @@
 // The contexts the server passes to Delegations.Delegate and Router.Handle
 // carry the caller's [Identity], so hooks of those libraries can name the
 // caller too.
+//
+// # Events
+//
+// GET /v1/events streams the [Events] the host publishes (agent, breaker
+// and delegation changes in agentmesh serve) as text/event-stream: each
+// event has an id, an idle stream gets a comment line every 15 s, and
+// Last-Event-ID resumes after the events a client missed while they are
+// in the bounded history (else a "reset" event comes first). Each client
+// has a bounded queue: one that falls behind is disconnected, never
+// buffered for. [Events.Close] ends the streams at shutdown.
 //
 // # Concurrency
 //

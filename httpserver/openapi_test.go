@@ -347,6 +347,7 @@ type contractEnv struct {
 	reloadFails atomic.Bool
 	storeDown   atomic.Bool
 	notReady    atomic.Bool
+	events      *httpserver.Events
 }
 
 // contractRouter forwards to a Router built after the server.
@@ -383,11 +384,13 @@ func newContractEnv(t *testing.T) *contractEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rec.Close() })
 	lr := &contractRouter{}
+	ce.events = httpserver.NewEvents(nil)
 
 	e := newEnv(t, envConfig{onRegistryWrite: rec.RegistryWrote, opts: func(o *httpserver.Options) {
 		o.Tokens = append(o.Tokens, httpserver.Token{Name: "other", Token: otherToken, Principal: "other",
 			Scopes: []httpserver.Scope{httpserver.ScopeRegister, httpserver.ScopeRead}})
 		o.Router, o.Sessions = lr, sessions
+		o.Events = ce.events
 		o.Audit = rec
 		o.CardClient = http.DefaultClient
 		o.AgentCard = a2acard.MeshCard("https://mesh.example", "1.0.0")
@@ -714,6 +717,19 @@ func TestOpenAPIContract(t *testing.T) {
 			}
 		}
 	}
+
+	// The event stream answers 200 and streams until the feed closes (as
+	// at shutdown), which lets the contract read its whole body.
+	go func() {
+		for ce.events.Clients() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = ce.events.Publish("agent.registered", map[string]string{"name": "finance"}, "")
+		ce.events.Close()
+	}()
+	stream := k.do(call{method: "GET", path: "/v1/events", token: readToken, status: 200})
+	assert.Contains(t, string(stream.Body), "event: agent.registered\ndata: {\"name\":\"finance\"}\n\n")
+	k.do(call{method: "GET", path: "/v1/events", token: readToken, status: 503, code: "unavailable"})
 
 	// Every operation was driven, and answered with success where it has
 	// one.

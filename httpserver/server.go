@@ -230,6 +230,18 @@ type Options struct {
 	// no-op unless the host installs one.
 	TracerProvider trace.TracerProvider
 
+	// Events serves GET /v1/events (scope read): the mesh's changes as
+	// Server-Sent Events ([Events]), which the host publishes. Nil leaves
+	// the route out (404).
+	Events *Events
+
+	// UI is the web dashboard (package ui), mounted at /ui/ without
+	// authentication: the page is public, the data it reads needs a
+	// token. Its responses keep the server's security headers except the
+	// Content-Security-Policy, which the handler sets for its own assets.
+	// Nil leaves /ui/ out (404).
+	UI http.Handler
+
 	// Propagator extracts the caller's trace context from each request's
 	// headers (with propagation.TraceContext, the W3C traceparent), so the
 	// server span joins the caller's trace. Nil means the global
@@ -283,6 +295,8 @@ type Server struct {
 	sessions   Sessions
 	cardClient *http.Client
 	agentCard  any
+	events     *Events
+	ui         http.Handler
 	audit      Audit
 	authAudit  *authAuditor
 	tracer     trace.Tracer
@@ -336,6 +350,8 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 		sessions:   o.Sessions,
 		cardClient: o.CardClient,
 		agentCard:  o.AgentCard,
+		events:     o.Events,
+		ui:         o.UI,
 		audit:      o.Audit,
 		tracer:     tracing.Tracer(o.TracerProvider, tracerName),
 		prop:       tracing.Propagator(o.Propagator),
@@ -402,6 +418,15 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 
 	s.routes(!o.NoMetricsRoute)
 	s.handle("GET /openapi.json", authNone, "", s.openAPI)
+	if s.events != nil {
+		s.handle("GET /v1/events", authScope, ScopeRead, s.serveEvents)
+	}
+	if s.ui != nil {
+		s.handle("GET /ui/", authNone, "", func(w *recorder, r *http.Request) { s.ui.ServeHTTP(w, r) })
+		s.handle("GET /ui", authNone, "", func(w *recorder, r *http.Request) {
+			http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+		})
+	}
 	return s, nil
 }
 
