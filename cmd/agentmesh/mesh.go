@@ -12,8 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmesh/agentmesh"
+	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/netguard"
+	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/etcdstore"
@@ -152,6 +155,11 @@ type mesh struct {
 	*agentmesh.Mesh
 	obs  *observer // metrics and audit log (observe.go)
 	etcd *etcdstore.Store
+	// events is the feed of GET /v1/events (the dashboard's live
+	// updates): the registry's changes, breaker transitions and finished
+	// delegations. stopEvents ends the registry's subscription.
+	events     *httpserver.Events
+	stopEvents func()
 }
 
 // openMesh opens the mesh cfg describes: the store it names (the bbolt
@@ -164,7 +172,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
 	}
-	m := &mesh{obs: &observer{log: cfg.log}}
+	m := &mesh{obs: &observer{log: cfg.log}, events: httpserver.NewEvents(nil), stopEvents: func() {}}
 	opts := &agentmesh.Options{
 		LockTimeout:     cfg.lockTimeout,
 		MaxAgents:       cfg.maxAgents,
@@ -174,8 +182,8 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 		Retention:       cfg.delegationRetention,
 		Observe:         m.observe(cfg),
 		OnRegistryWrite: m.obs.registryWrote,
-		OnBreakerChange: m.obs.breakerChanged,
-		OnRecord:        m.obs.delegationRecorded,
+		OnBreakerChange: m.breakerChanged,
+		OnRecord:        m.delegationRecorded,
 		Logger:          cfg.log,
 	}
 	switch cfg.store {
@@ -208,7 +216,42 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 		}
 		return nil, err
 	}
+	_, m.stopEvents = m.Registry().Subscribe(m.registryChanged)
 	return m, nil
+}
+
+// breakerChanged is agentmesh.Options.OnBreakerChange: audited and
+// published to the event feed.
+func (m *mesh) breakerChanged(name string, from, to breaker.State) {
+	m.obs.breakerChanged(name, from, to)
+	_ = m.events.Publish("breaker.changed", map[string]string{"name": name, "from": from.String(), "to": to.String()}, "")
+}
+
+// delegationRecorded is agentmesh.Options.OnRecord: observed, and a
+// finished delegation published to the event feed for its principal (and
+// admins), who alone may read its record.
+func (m *mesh) delegationRecorded(rec delegation.Record) {
+	m.obs.delegationRecorded(rec)
+	if rec.Status.Final() {
+		_ = m.events.Publish("delegation.finished", map[string]string{"id": rec.ID, "targetAgent": rec.TargetAgent, "status": string(rec.Status)}, rec.Principal)
+	}
+}
+
+// registryChanged publishes the registry's changes to the event feed
+// (not heartbeats: the dashboard refreshes ages on its own).
+func (m *mesh) registryChanged(ev registry.Event) {
+	var typ string
+	switch {
+	case ev.Type == registry.EventPut && ev.Created:
+		typ = "agent.registered"
+	case ev.Type == registry.EventPut:
+		typ = "agent.updated"
+	case ev.Type == registry.EventDelete:
+		typ = "agent.removed"
+	default:
+		return
+	}
+	_ = m.events.Publish(typ, map[string]string{"name": ev.Agent.Name}, "")
 }
 
 // openEtcd opens the etcd store of --store etcd.
@@ -287,6 +330,8 @@ func (m *mesh) routingOptions(rc routingConfig) *agentmesh.RoutingOptions {
 // events still queued for the webhook until ctx is done, the etcd store
 // last.
 func (m *mesh) close(ctx context.Context) error {
+	m.stopEvents()
+	m.events.Close()
 	err := m.Shutdown(ctx)
 	m.obs.drainWebhook(ctx)
 	if m.etcd != nil {

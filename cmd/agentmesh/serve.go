@@ -25,13 +25,14 @@ import (
 	"github.com/agentmesh/agentmesh/internal/localsock"
 	"github.com/agentmesh/agentmesh/internal/redact"
 	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/ui"
 )
 
 const serveSynopsis = `agentmesh serve [flags]
 
 Runs the HTTP control plane with MCP Streamable HTTP at /mcp, the
 mesh as one A2A agent at /a2a (its card at /.well-known/agent-card.json),
-/health and /metrics. Authentication: MESH_TOKEN (one token with every
+the web dashboard at /ui/, /health and /metrics. Authentication: MESH_TOKEN (one token with every
 scope) and/or --tokens-file; with neither, a token is generated and printed
 once to stderr. With --tls-cert and --tls-key the port serves HTTPS only.
 With no --addr or --port (nor MESH_ADDR, MESH_PORT), $PORT, as PaaS
@@ -52,6 +53,7 @@ type serveConfig struct {
 	logFormat       string
 	agentsDir       string
 	routing         bool
+	ui              bool
 	tls             tlsConfig
 	conns           connConfig
 }
@@ -76,6 +78,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.logLevel, "log-level", "MESH_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&cfg.logFormat, "log-format", "MESH_LOG_FORMAT", "", "json or text (default: text on a terminal, else json)")
 	f.Bool(&cfg.routing, "routing", "MESH_ROUTING", true, "route messages (POST /v1/request, mesh_route, handle_message) to every registered agent, whatever its source; false serves discovery and delegation only")
+	f.Bool(&cfg.ui, "ui", "MESH_UI", true, "serve the web dashboard at /ui/ (the page needs no token; the data it shows needs a token with the read scope); false leaves /ui/ out")
 	routingFlags(f, &cfg.mesh.routing)
 	identityFlags(f, &cfg.mesh.identity)
 	tlsFlags(f, &cfg.tls)
@@ -275,6 +278,7 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Reload:         reload,
 		CardClient:     m.Policy().NewClient(nil), // POST /v1/agents/import
 		AgentCard:      a2acard.MeshCard(cfg.mesh.publicURL, buildinfo.Version()),
+		Events:         m.events, // GET /v1/events
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
@@ -287,6 +291,9 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 	}
 	if m.Router() != nil { // a nil *routing.Router must not become a non-nil interface
 		opts.Router, opts.Sessions = m.Router(), m.Sessions()
+	}
+	if cfg.ui {
+		opts.UI = ui.Handler()
 	}
 	srv, err = httpserver.New(m.Registry(), m.searcher(), m.delegator(), opts)
 	if err != nil {
@@ -338,6 +345,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
+	// The event streams would hold the shutdown until its deadline.
+	hs.RegisterOnShutdown(m.events.Close)
 	servers := []*http.Server{hs}
 	serveErr := make(chan error, 2)
 	watchCtx, stopWatch := context.WithCancel(ctx) // the certificate files' watch
