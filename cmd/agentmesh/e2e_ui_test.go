@@ -107,10 +107,16 @@ func (b *browser) waitFor(d time.Duration, what, expr string) {
 	require.NoError(b.t, err, "%s (waited %s for %s)", what, d, expr)
 }
 
-// screenshot writes the whole page as a PNG into dir.
-func (b *browser) screenshot(dir, name string) string {
+// screenshot writes the whole page as a PNG into dir (the viewport only
+// when viewport is set: a full-page capture of an emulated narrow
+// viewport leaves out the scrollbar's width on the right).
+func (b *browser) screenshot(dir, name string, viewport bool) string {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.FullScreenshot(100)
+	if viewport {
+		shot = chromedp.CaptureScreenshot()
+	}
+	png, err := chromedp.Run(b.ctx, shot)
 	require.NoError(b.t, err)
 	path := filepath.Join(dir, name)
 	require.NoError(b.t, os.WriteFile(path, png, 0o644))
@@ -285,7 +291,7 @@ func TestE2EDashboard(t *testing.T) {
 	assert.True(t, eval[bool](b, `window.agentmeshMarker === true`), "the page was reloaded")
 
 	dir := artifactsDir(t)
-	b.screenshot(dir, "dashboard-agents-1400.png")
+	b.screenshot(dir, "dashboard-agents-1400.png", false)
 
 	// The Delegations page lists the completed and the failed ones, and
 	// filters by status.
@@ -297,7 +303,7 @@ func TestE2EDashboard(t *testing.T) {
 	assert.Contains(t, statuses, "failed")
 	assert.Equal(t, "page", eval[string](b, `document.getElementById('nav-delegations').getAttribute('aria-current')`))
 	assert.Contains(t, eval[string](b, `document.querySelector('#delegations-table tr[data-delegation=`+js(done["id"].(string))+`]').textContent`), "billing")
-	b.screenshot(dir, "dashboard-delegations-1400.png")
+	b.screenshot(dir, "dashboard-delegations-1400.png", false)
 	for _, status := range []string{"failed", "completed"} {
 		eval[bool](b, `(() => { const s = document.getElementById('status-filter'); s.value = `+js(status)+`; s.dispatchEvent(new Event('change')); return true; })()`)
 		b.waitFor(5*time.Second, "the "+status+" filter applies",
@@ -314,7 +320,7 @@ func TestE2EDashboard(t *testing.T) {
 	wide := eval[[]string](b, `[...document.querySelectorAll('body *')].filter((e) => e.getClientRects().length > 0 && e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5).map((e) => e.tagName + '#' + e.id + '.' + e.className)`)
 	assert.Empty(t, wide, "elements wider than the 400 px screen")
 	assert.Equal(t, "block", eval[string](b, `getComputedStyle(document.querySelector('#agents-table tbody tr')).display`), "rows are cards")
-	b.screenshot(dir, "dashboard-agents-400.png")
+	b.screenshot(dir, "dashboard-agents-400.png", true)
 
 	// Nothing went wrong in the page: the only console entry allowed is
 	// the browser's note of the refused sign-in's 401.
