@@ -149,9 +149,13 @@ type pathSeg struct {
 func (k *keyScanner) name() string { return k.nameTo(len(k.path)) }
 
 // nameTo renders the first n segments of the path.
-func (k *keyScanner) nameTo(n int) string {
+func (k *keyScanner) nameTo(n int) string { return pathName(k.path[:n]) }
+
+// pathName renders a path as the error messages name fields:
+// "agents[2].labels.x".
+func pathName(path []pathSeg) string {
 	var b strings.Builder
-	for i, s := range k.path[:n] {
+	for i, s := range path {
 		if !s.isKey {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(s.index))

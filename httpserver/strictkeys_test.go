@@ -116,7 +116,7 @@ func refCheckKeys(body []byte, t reflect.Type) *apiError {
 // to the value being read, one segment per level.
 type refWalker struct {
 	dec   *json.Decoder
-	path  []refSeg
+	path  []pathSeg
 	items int // the number of items of the array or object walk read last
 	// limit is the item limit of the value walk reads next; counting is
 	// how many open arrays and objects are past theirs (their other items
@@ -124,31 +124,9 @@ type refWalker struct {
 	limit, counting int
 }
 
-// refSeg is one level of a path: an object key, or an array index when
-// key is not set.
-type refSeg struct {
-	key   string
-	isKey bool
-	index int
-}
-
-// name renders the path ("agents[2].labels.x"), for an error message.
-func (w *refWalker) name() string {
-	var b strings.Builder
-	for i, s := range w.path {
-		if !s.isKey {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteByte(']')
-			continue
-		}
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(s.key)
-	}
-	return b.String()
-}
+// name renders the path, as the scanner does (the oracle checks which
+// field is named, not how a path is spelled).
+func (w *refWalker) name() string { return pathName(w.path) }
 
 func (w *refWalker) walk(t reflect.Type) error {
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -185,7 +163,7 @@ func (w *refWalker) walk(t reflect.Type) error {
 			}
 		}
 		var seen map[string]struct{}
-		w.path = append(w.path, refSeg{isKey: true})
+		w.path = append(w.path, pathSeg{isKey: true})
 		top := len(w.path) - 1
 		n := 0
 		for ; w.dec.More(); n++ {
@@ -197,7 +175,7 @@ func (w *refWalker) walk(t reflect.Type) error {
 				return err
 			}
 			key, _ := kt.(string)
-			w.path[top].key = key
+			w.path[top].key = []byte(key)
 			if w.counting > 0 {
 				w.items = 0
 				if err := w.walk(nil); err != nil {
@@ -243,7 +221,7 @@ func (w *refWalker) walk(t reflect.Type) error {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		w.path = append(w.path, refSeg{})
+		w.path = append(w.path, pathSeg{})
 		top := len(w.path) - 1
 		n := 0
 		for ; w.dec.More(); n++ {
