@@ -243,10 +243,16 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		next := a.Clone()
 		next.RegisteredAt, next.UpdatedAt, next.LastSeen = now, now, now
 		created = cur == nil
-		if reserved != created && r.maxAgents > 0 { // a store may call fn again
-			if reserved = r.reserveCreation(created); created && !reserved {
+		switch {
+		case r.maxAgents <= 0: // no cap
+		case created && !reserved:
+			if !r.reserveCreation() {
 				return nil, apierr.Errorf(ErrFull, "it holds its maximum of %d agents", r.maxAgents)
 			}
+			reserved = true
+		case !created && reserved: // the store called fn again: the agent exists now
+			r.releaseCreation()
+			reserved = false
 		}
 		if cur == nil {
 			next.Owner = ownerOf(ctx, a.Owner)
@@ -273,20 +279,14 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 	return r.view(&stored, now), created, nil
 }
 
-// reserveCreation, with reserve, takes a place for an agent about to be
-// created and reports whether one was left: the registry holds fewer than
+// reserveCreation takes a place for an agent about to be created and
+// reports whether one was left: the registry holds fewer than
 // Options.MaxAgents agents, counting the creations reserved and not yet
-// committed or failed. Without reserve it gives back the place taken by
-// an earlier call (the store retried, and the agent exists now) and
-// returns false. Reserving instead of holding a lock across the store's
-// write lets concurrent creations share a commit.
-func (r *Registry) reserveCreation(reserve bool) bool {
+// committed or failed. Reserving instead of holding a lock across the
+// store's write lets concurrent creations share a commit.
+func (r *Registry) reserveCreation() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !reserve {
-		r.creating--
-		return false
-	}
 	if len(r.agents)+r.creating >= r.maxAgents {
 		return false
 	}
@@ -294,9 +294,14 @@ func (r *Registry) reserveCreation(reserve bool) bool {
 	return true
 }
 
-// releaseCreation gives back the place reserveCreation took, once the
-// creation is committed (and counted in r.agents) or failed.
-func (r *Registry) releaseCreation() { r.reserveCreation(false) }
+// releaseCreation gives back a place reserveCreation took, once the
+// creation is committed (and counted in r.agents) or failed, or when the
+// agent turned out to exist.
+func (r *Registry) releaseCreation() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.creating--
+}
 
 // Get returns the agent named name, or [ErrNotFound].
 func (r *Registry) Get(ctx context.Context, name string) (Agent, error) {
