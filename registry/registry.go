@@ -269,13 +269,18 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 		stored = next
 		return &next, nil
 	})
-	if reserved {
-		defer r.releaseCreation() // after the commit counts the agent
-	}
 	if err != nil {
+		if reserved {
+			r.releaseCreation()
+		}
 		return Agent{}, false, err
 	}
-	r.commit(Event{Type: EventPut, Agent: stored, Created: created})
+	r.mu.Lock()
+	r.commitLocked(Event{Type: EventPut, Agent: stored, Created: created})
+	if reserved {
+		r.creating-- // counted in r.agents from now on: in the same step, or it would count twice
+	}
+	r.mu.Unlock()
 	return r.view(&stored, now), created, nil
 }
 
@@ -294,9 +299,9 @@ func (r *Registry) reserveCreation() bool {
 	return true
 }
 
-// releaseCreation gives back a place reserveCreation took, once the
-// creation is committed (and counted in r.agents) or failed, or when the
-// agent turned out to exist.
+// releaseCreation gives back a place reserveCreation took when the
+// creation failed or the agent turned out to exist (a committed creation
+// gives it back as it adds the agent to r.agents).
 func (r *Registry) releaseCreation() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
