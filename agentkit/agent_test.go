@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -383,6 +385,44 @@ func TestRunFailsToRegister(t *testing.T) {
 	err = a.Run(t.Context(), "127.0.0.1:0", wrong, registry.Agent{Name: "n", Description: "d"})
 	require.ErrorIs(t, err, client.ErrUnauthenticated)
 	require.ErrorIs(t, a.Run(t.Context(), "127.0.0.1:0", nil, registry.Agent{}), agentkit.ErrShutdown)
+}
+
+// TestRunStoppedWhileRegistering stops Run after the mesh stored the
+// agent but before its reply reached Run: Run returns nil (a shutdown is
+// not a failure) and the agent is not left registered.
+func TestRunStoppedWhileRegistering(t *testing.T) {
+	t.Parallel()
+	meshURL := startMesh(t)
+	upstream, err := url.Parse(meshURL)
+	require.NoError(t, err)
+	stored := make(chan struct{})
+	var once sync.Once
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method == http.MethodPost && resp.Request.URL.Path == "/v1/agents" {
+			once.Do(func() { close(stored) })
+			<-resp.Request.Context().Done() // hold the reply until Run gives up on it
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+
+	a, err := agentkit.New(count, nil)
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() {
+		ran <- a.Run(ctx, "127.0.0.1:0", meshClient(t, front.URL),
+			registry.Agent{Name: "interrupted", Description: "Stopped on its way in.", TTLSeconds: 60})
+	}()
+	<-stored
+	_, err = meshClient(t, meshURL).Agent(t.Context(), "interrupted")
+	require.NoError(t, err, "the mesh stored the agent")
+	stop()
+	require.NoError(t, <-ran)
+	_, err = meshClient(t, meshURL).Agent(t.Context(), "interrupted")
+	require.ErrorIs(t, err, registry.ErrNotFound, "Run left the agent registered")
 }
 
 // TestErrorText checks the error text the mesh gets from a failed

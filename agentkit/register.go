@@ -128,13 +128,20 @@ func (r *Registration) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.cancel()
 		<-r.done
-		err := r.mesh.Delete(ctx, r.rec.Name)
-		switch {
-		case err == nil, errors.Is(err, registry.ErrNotFound):
-			r.log.Info("agentkit: unregistered", "agent", r.rec.Name)
-		default:
-			r.closeErr = fmt.Errorf("agentkit: unregister %s: %w", r.rec.Name, err)
-		}
+		r.closeErr = unregister(ctx, r.mesh, r.log, r.rec.Name)
 	})
 	return r.closeErr
+}
+
+// unregister deletes the agent name from mesh (DELETE
+// /v1/agents/{name}); an agent the mesh does not have is not an error.
+func unregister(ctx context.Context, mesh *client.Client, log *slog.Logger, name string) error {
+	err := mesh.Delete(ctx, name)
+	switch {
+	case err == nil, errors.Is(err, registry.ErrNotFound):
+		log.Info("agentkit: unregistered", "agent", name)
+		return nil
+	default:
+		return fmt.Errorf("agentkit: unregister %s: %w", name, err)
+	}
 }

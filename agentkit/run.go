@@ -18,9 +18,10 @@ import (
 // mesh (see [Agent.Register]) and keeps it alive, until ctx ends. Then it
 // unregisters the agent, stops taking tasks, and waits up to
 // Options.ShutdownTimeout for the tasks in flight (sync and async) to
-// finish. It returns nil after a clean shutdown, else what went wrong:
-// a listener or registration that failed at the start, the server
-// stopping on its own, or an unfinished shutdown.
+// finish. It returns nil after a clean shutdown, also when ctx ends
+// while the agent is being registered, else what went wrong: a listener
+// or registration that failed at the start, the server stopping on its
+// own, or an unfinished shutdown.
 //
 // An empty rec.Endpoint means http://<the listener's address>/task, with
 // 127.0.0.1 for an unspecified host (":9201"): set it when the mesh
@@ -49,10 +50,15 @@ func (a *Agent) Run(ctx context.Context, addr string, mesh *client.Client, rec r
 
 	var reg *Registration
 	var runErr error
+	interrupted := false // ctx ended while the registration was on its way
 	if mesh != nil {
 		reg, runErr = a.Register(ctx, mesh, rec)
+		interrupted = runErr != nil && ctx.Err() != nil
+		if interrupted {
+			runErr = nil // a shutdown, not a failure
+		}
 	}
-	if runErr == nil {
+	if runErr == nil && !interrupted {
 		select {
 		case <-ctx.Done():
 		case err := <-served:
@@ -63,6 +69,11 @@ func (a *Agent) Run(ctx context.Context, addr string, mesh *client.Client, rec r
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.shutdownTimeout)
 	defer cancel()
 	errs := []error{runErr, reg.Close(sctx)}
+	if interrupted {
+		// The mesh may have stored the agent before the call was
+		// abandoned: take it back, or it would stay until its TTL.
+		errs = append(errs, unregister(sctx, mesh, a.log, rec.Name))
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("agentkit: shutdown: tasks still running: %w", err))
 	}
