@@ -48,6 +48,7 @@ type serveConfig struct {
 	trustedProxies  string
 	corsOrigins     string
 	metricsAddr     string
+	pprof           pprofConfig
 	shutdownTimeout time.Duration
 	logLevel        string
 	logFormat       string
@@ -71,6 +72,7 @@ func serveFlags(cfg *serveConfig, stderr io.Writer) *flags {
 	f.String(&cfg.trustedProxies, "trusted-proxies", "MESH_TRUSTED_PROXIES", "", "reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For/Forwarded name the client; by default the headers are ignored")
 	f.String(&cfg.corsOrigins, "cors-origin", "MESH_CORS_ORIGIN", httpserver.DefaultCORSOrigin, "browser origins allowed by CORS, comma-separated (never *)")
 	f.String(&cfg.metricsAddr, "metrics-addr", "MESH_METRICS_ADDR", "", "serve /metrics on this address instead of the main port (plain HTTP, even with --tls-cert)")
+	pprofFlags(f, &cfg.pprof)
 	retentionFlag(f, &cfg.mesh)
 	f.Int(&cfg.mesh.maxAgents, "max-agents", "MESH_MAX_AGENTS", 0, "most agents the registry holds; a registration that would create one more is refused (409 conflict); 0 means no limit")
 	f.String(&cfg.mesh.webhook.url, "session-webhook", "MESH_SESSION_WEBHOOK", "", "POST every routing session that ends, as JSON signed with HMAC-SHA256, to this URL (the secret from MESH_SESSION_WEBHOOK_SECRET); set it in the env if the URL holds a token")
@@ -109,6 +111,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stder
 		return usageError(stderr, err)
 	}
 	if err := cfg.conns.check(); err != nil {
+		return usageError(stderr, err)
+	}
+	if err := cfg.pprof.check(); err != nil {
 		return usageError(stderr, err)
 	}
 	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat, "json")
@@ -164,6 +169,11 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		return err
 	}
 	defer stopTracing() // last: flushes the spans of the shutdown too
+	stopPprof, err := startPprof(cfg.pprof, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof(context.Background())
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
