@@ -161,6 +161,7 @@ func ExampleBreakers() {
 	br := breaker.New("billing", &breaker.Options{
 		FailureThreshold: 1,
 		ResetTimeout:     time.Minute,
+		HalfOpenMaxCalls: 1,
 		Now:              clock.Now,
 		OnStateChange:    history.Record,
 	})
