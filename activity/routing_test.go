@@ -1,0 +1,103 @@
+package activity_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/activity"
+	"github.com/agentmesh/agentmesh/principal"
+	"github.com/agentmesh/agentmesh/routing"
+)
+
+func TestRoutingKeepsTheNewestFirstAndForgetsTheOldest(t *testing.T) {
+	r := activity.NewRouting(&activity.RoutingOptions{Size: 3})
+	for i := range 5 {
+		r.Record(activity.Decision{RequestID: fmt.Sprint(i)})
+	}
+	require.Equal(t, 3, r.Len())
+	var ids []string
+	for _, d := range r.Recent(0, nil) {
+		ids = append(ids, d.RequestID)
+	}
+	assert.Equal(t, []string{"4", "3", "2"}, ids)
+	got := r.Recent(2, nil)
+	require.Len(t, got, 2)
+	assert.Equal(t, "4", got[0].RequestID)
+	assert.Equal(t, "3", got[1].RequestID)
+	odd := r.Recent(10, func(d activity.Decision) bool { return d.RequestID != "3" })
+	require.Len(t, odd, 2)
+	assert.Equal(t, "2", odd[1].RequestID)
+}
+
+func TestRoutingObserveTakesTheInputFromTheContext(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	var published []activity.Decision
+	r := activity.NewRouting(&activity.RoutingOptions{
+		Now:      func() time.Time { return at },
+		OnRecord: func(d activity.Decision) { published = append(published, d) },
+	})
+	ctx := principal.NewContext(context.Background(), principal.Principal{Name: "team-a"})
+	r.Observe(activity.WithInput(ctx, "réfund my invoice"), routing.Response{
+		RequestID: "req-1", SessionID: "s-1", AgentID: "billing", Decision: routing.ActionRoute,
+		Reason: routing.ReasonConfidence, Confidence: 0.82, DurationMs: 12,
+	}, nil)
+	// Without the input (a front-end that does not pass it), and for a
+	// failure: the code of the error, and the suggested agent of clarify.
+	r.Observe(context.Background(), routing.Response{RequestID: "req-2", Decision: routing.ActionFallback, Reason: routing.ReasonDispatchFailed},
+		routing.ErrNoDefaultAgent)
+	r.Observe(context.Background(), routing.Response{RequestID: "req-3", Decision: routing.ActionClarify, SuggestedAgent: "hr"}, errors.New("boom"))
+
+	got := r.Recent(0, nil)
+	require.Len(t, got, 3)
+	first := got[2]
+	assert.Equal(t, activity.Decision{
+		Time: at, RequestID: "req-1", Decision: routing.ActionRoute, Reason: routing.ReasonConfidence, Agent: "billing",
+		Confidence: 0.82, InputLen: 17, InputHash: activity.InputHash("réfund my invoice"), SessionID: "s-1",
+		DurationMs: 12, Principal: "team-a", Text: "réfund my invoice",
+	}, first)
+	assert.Len(t, first.InputHash, 16)
+	assert.Equal(t, "", first.Redacted().Text)
+	assert.Equal(t, first.InputHash, first.Redacted().InputHash)
+
+	assert.Equal(t, routing.CodeNoDefaultAgent, got[1].Error)
+	assert.Equal(t, principal.Default, got[1].Principal)
+	assert.Zero(t, got[1].InputLen)
+	assert.Empty(t, got[1].InputHash)
+	assert.Equal(t, "hr", got[0].Agent)
+	assert.Equal(t, "internal", got[0].Error)
+	assert.Equal(t, r.Recent(0, nil)[2], published[0], "OnRecord gets what is kept")
+	require.Len(t, published, 3)
+}
+
+func TestNilRoutingIsInert(t *testing.T) {
+	var r *activity.Routing
+	r.Record(activity.Decision{})
+	r.Observe(context.Background(), routing.Response{}, nil)
+	assert.Equal(t, 0, r.Len())
+	assert.Empty(t, r.Recent(10, nil))
+}
+
+func TestRoutingConcurrentUse(t *testing.T) {
+	r := activity.NewRouting(&activity.RoutingOptions{Size: 50})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				r.Observe(activity.WithInput(context.Background(), "x"), routing.Response{RequestID: fmt.Sprint(g, "-", i)}, nil)
+				_ = r.Recent(10, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 50, r.Len())
+	assert.Len(t, r.Recent(0, nil), 50)
+}
