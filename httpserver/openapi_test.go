@@ -27,7 +27,9 @@ import (
 
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/a2aserver"
+	"github.com/agentmesh/agentmesh/activity"
 	"github.com/agentmesh/agentmesh/audit"
+	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/mcpserver"
 	"github.com/agentmesh/agentmesh/routing"
@@ -391,6 +393,9 @@ func newContractEnv(t *testing.T) *contractEnv {
 			Scopes: []httpserver.Scope{httpserver.ScopeRegister, httpserver.ScopeRead}})
 		o.Router, o.Sessions = lr, sessions
 		o.Events = ce.events
+		hist := activity.NewBreakers(nil)
+		hist.Record("finance", breaker.StateClosed, breaker.StateOpen)
+		o.BreakerHistory = hist
 		o.Audit = rec
 		o.CardClient = http.DefaultClient
 		o.AgentCard = a2acard.MeshCard("https://mesh.example", "1.0.0")
@@ -569,6 +574,9 @@ func TestOpenAPIContract(t *testing.T) {
 	k.do(call{method: "GET", path: "/v1/agents/finance", token: readToken, status: 200})
 	k.do(call{method: "GET", path: "/v1/agents/nobody", token: readToken, status: 404, code: "not_found"})
 	k.do(call{method: "GET", path: "/v1/agents/-bad", token: readToken, status: 400, code: "invalid_argument", invalid: "request"})
+	k.do(call{method: "GET", path: "/v1/agents/finance/breaker", token: readToken, status: 200})
+	k.do(call{method: "GET", path: "/v1/agents/nobody/breaker", token: readToken, status: 404, code: "not_found"})
+	k.do(call{method: "GET", path: "/v1/agents/-bad/breaker", token: readToken, status: 400, code: "invalid_argument", invalid: "request"})
 	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: registerToken, status: 200})
 	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: registerToken, body: "{}", status: 200})
 	k.do(call{method: "POST", path: "/v1/agents/finance/heartbeat", token: otherToken, status: 403, code: "permission_denied"})

@@ -235,12 +235,23 @@ type Options struct {
 	// the route out (404).
 	Events *Events
 
+	// Activity serves the dashboard's Routing page and charts: recent
+	// routing decisions, delegations per minute, the active sessions
+	// count (see [Activity]). Nil leaves those routes out (404).
+	Activity *Activity
+
 	// UI is the web dashboard (package ui), mounted at /ui/ without
 	// authentication: the page is public, the data it reads needs a
 	// token. Its responses keep the server's security headers except the
 	// Content-Security-Policy, which the handler sets for its own assets.
 	// Nil leaves /ui/ out (404).
 	UI http.Handler
+
+	// BreakerHistory serves GET /v1/agents/{name}/breaker (scope read):
+	// an agent's breaker now and its recent transitions
+	// (*activity.Breakers, fed by the breakers' OnStateChange). Nil leaves
+	// the route out (404).
+	BreakerHistory BreakerHistories
 
 	// Propagator extracts the caller's trace context from each request's
 	// headers (with propagation.TraceContext, the W3C traceparent), so the
@@ -420,6 +431,10 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	s.handle("GET /openapi.json", authNone, "", s.openAPI)
 	if s.events != nil {
 		s.handle("GET /v1/events", authScope, ScopeRead, s.serveEvents)
+	}
+	s.activityRoutes(o.Activity)
+	if o.BreakerHistory != nil {
+		s.breakerHistoryRoute(o.BreakerHistory)
 	}
 	if s.ui != nil {
 		s.handle("GET /ui/", authNone, "", func(w *recorder, r *http.Request) { s.ui.ServeHTTP(w, r) })
