@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmesh/agentmesh"
+	"github.com/agentmesh/agentmesh/activity"
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/httpserver"
@@ -160,6 +161,9 @@ type mesh struct {
 	// delegations. stopEvents ends the registry's subscription.
 	events     *httpserver.Events
 	stopEvents func()
+	// breakerLog is the breakers' recent transitions, per agent, for GET
+	// /v1/agents/{name}/breaker (the dashboard's agent page).
+	breakerLog *activity.Breakers
 }
 
 // openMesh opens the mesh cfg describes: the store it names (the bbolt
@@ -172,7 +176,8 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--allow-endpoint-hosts: %w", err)
 	}
-	m := &mesh{obs: &observer{log: cfg.log}, events: httpserver.NewEvents(nil), stopEvents: func() {}}
+	m := &mesh{obs: &observer{log: cfg.log}, events: httpserver.NewEvents(nil), stopEvents: func() {},
+		breakerLog: activity.NewBreakers(nil)}
 	opts := &agentmesh.Options{
 		LockTimeout:     cfg.lockTimeout,
 		MaxAgents:       cfg.maxAgents,
@@ -220,10 +225,11 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	return m, nil
 }
 
-// breakerChanged is agentmesh.Options.OnBreakerChange: audited and
-// published to the event feed.
+// breakerChanged is agentmesh.Options.OnBreakerChange: audited, kept in
+// the agent's breaker history and published to the event feed.
 func (m *mesh) breakerChanged(name string, from, to breaker.State) {
 	m.obs.breakerChanged(name, from, to)
+	m.breakerLog.Record(name, from, to)
 	_ = m.events.Publish("breaker.changed", map[string]string{"name": name, "from": from.String(), "to": to.String()}, "")
 }
 

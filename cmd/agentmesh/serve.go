@@ -288,7 +288,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		Reload:         reload,
 		CardClient:     m.Policy().NewClient(nil), // POST /v1/agents/import
 		AgentCard:      a2acard.MeshCard(cfg.mesh.publicURL, buildinfo.Version()),
-		Events:         m.events, // GET /v1/events
+		Events:         m.events,     // GET /v1/events
+		BreakerHistory: m.breakerLog, // GET /v1/agents/{name}/breaker
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
