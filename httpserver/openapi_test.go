@@ -350,6 +350,7 @@ type contractEnv struct {
 	storeDown   atomic.Bool
 	notReady    atomic.Bool
 	events      *httpserver.Events
+	decisions   *activity.Routing
 }
 
 // contractRouter forwards to a Router built after the server.
@@ -387,6 +388,7 @@ func newContractEnv(t *testing.T) *contractEnv {
 	t.Cleanup(func() { _ = rec.Close() })
 	lr := &contractRouter{}
 	ce.events = httpserver.NewEvents(nil)
+	ce.decisions = activity.NewRouting(nil)
 
 	e := newEnv(t, envConfig{onRegistryWrite: rec.RegistryWrote, opts: func(o *httpserver.Options) {
 		o.Tokens = append(o.Tokens, httpserver.Token{Name: "other", Token: otherToken, Principal: "other",
@@ -396,6 +398,7 @@ func newContractEnv(t *testing.T) *contractEnv {
 		hist := activity.NewBreakers(nil)
 		hist.Record("finance", breaker.StateClosed, breaker.StateOpen)
 		o.BreakerHistory = hist
+		o.Activity = &httpserver.Activity{Decisions: ce.decisions, Delegations: activity.NewTimeline(nil), Sessions: sstore}
 		o.Audit = rec
 		o.CardClient = http.DefaultClient
 		o.AgentCard = a2acard.MeshCard("https://mesh.example", "1.0.0")
@@ -419,7 +422,7 @@ func newContractEnv(t *testing.T) *contractEnv {
 		}
 	}})
 	ce.env = e
-	router, err := routing.New(budgetClassifier{}, e.reg, e.del, sessions, &routing.RouterOptions{Breakers: e.breakers})
+	router, err := routing.New(budgetClassifier{}, e.reg, e.del, sessions, &routing.RouterOptions{Breakers: e.breakers, OnDecision: ce.decisions.Observe})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = router.Close() })
 	lr.r.Store(router)
@@ -678,6 +681,17 @@ func TestOpenAPIContract(t *testing.T) {
 	assert.NotEqual(t, routed.SessionID, resumed.ID)
 	assert.Equal(t, session.StatusActive, resumed.Status)
 	k.do(call{method: "POST", path: "/v1/sessions/00000000-0000-4000-8000-000000000000/resume", token: routeToken, status: 404, code: "not_found"})
+
+	// ---- the dashboard's routing activity and stats ----
+	k.do(call{method: "GET", path: "/v1/routing/decisions", token: readToken, status: 200})
+	r = k.do(call{method: "GET", path: "/v1/routing/decisions?limit=2", token: adminToken, status: 200})
+	assert.Contains(t, string(r.Body), `"text":"I need help"`)
+	k.do(call{method: "GET", path: "/v1/routing/decisions?limit=-1", token: readToken, status: 400, code: "invalid_argument", invalid: "request"})
+	k.do(call{method: "GET", path: "/v1/routing/decisions", token: routeToken, status: 403, code: "permission_denied", invalid: "security"})
+	k.do(call{method: "GET", path: "/v1/stats/delegations", token: readToken, status: 200})
+	k.do(call{method: "GET", path: "/v1/stats/delegations", status: 401, code: "unauthenticated", invalid: "security"})
+	r = k.do(call{method: "GET", path: "/v1/stats/sessions", token: readToken, status: 200})
+	assert.JSONEq(t, `{"active":1}`, string(r.Body))
 
 	// ---- admin ----
 	k.do(call{method: "POST", path: "/v1/admin/reload", token: adminToken, status: 200})
