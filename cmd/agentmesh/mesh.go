@@ -164,6 +164,9 @@ type mesh struct {
 	// breakerLog is the breakers' recent transitions, per agent, for GET
 	// /v1/agents/{name}/breaker (the dashboard's agent page).
 	breakerLog *activity.Breakers
+	// activity is the recent routing decisions and the delegations per
+	// minute, for the dashboard's Routing page and charts (activity.go).
+	activity *dashboardActivity
 }
 
 // openMesh opens the mesh cfg describes: the store it names (the bbolt
@@ -178,6 +181,7 @@ func openMesh(ctx context.Context, cfg meshConfig) (*mesh, error) {
 	}
 	m := &mesh{obs: &observer{log: cfg.log}, events: httpserver.NewEvents(nil), stopEvents: func() {},
 		breakerLog: activity.NewBreakers(nil)}
+	m.activity = newDashboardActivity(m.events)
 	opts := &agentmesh.Options{
 		LockTimeout:     cfg.lockTimeout,
 		MaxAgents:       cfg.maxAgents,
@@ -238,6 +242,7 @@ func (m *mesh) breakerChanged(name string, from, to breaker.State) {
 // admins), who alone may read its record.
 func (m *mesh) delegationRecorded(rec delegation.Record) {
 	m.obs.delegationRecorded(rec)
+	m.activity.delegationEnded(rec)
 	if rec.Status.Final() {
 		_ = m.events.Publish("delegation.finished", map[string]string{"id": rec.ID, "targetAgent": rec.TargetAgent, "status": string(rec.Status)}, rec.Principal)
 	}
@@ -322,7 +327,7 @@ func (m *mesh) routingOptions(rc routingConfig) *agentmesh.RoutingOptions {
 		Dispatcher: func(c *delegation.Client) routing.Dispatcher {
 			return auditedDelegations{Client: c, obs: m.obs}
 		},
-		OnDecision:     m.obs.routed,
+		OnDecision:     m.routed, // observed and kept for the dashboard (activity.go)
 		OnSessionClose: m.obs.sessionClosed,
 	}
 	if rc.classifier == "llm" {

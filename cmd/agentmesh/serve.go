@@ -290,6 +290,8 @@ func serve(ctx context.Context, cfg serveConfig, env func(string) string, log *s
 		AgentCard:      a2acard.MeshCard(cfg.mesh.publicURL, buildinfo.Version()),
 		Events:         m.events,     // GET /v1/events
 		BreakerHistory: m.breakerLog, // GET /v1/agents/{name}/breaker
+		// GET /v1/routing/decisions, /v1/stats/delegations, /v1/stats/sessions
+		Activity: m.activityOptions(),
 		LastReloadError: func() error {
 			reloadMu.Lock()
 			defer reloadMu.Unlock()
