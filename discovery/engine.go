@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/registry"
@@ -45,6 +46,18 @@ type Engine struct {
 
 	mu sync.RWMutex
 	ix *index // nil until the first update
+
+	// The changes Follow has received and not yet indexed, in commit
+	// order (see Follow). applyMu serialises the goroutines that index
+	// them (the follow loop, a search catching up), so that batches are
+	// indexed in the order they were taken; it is taken before mu.
+	applyMu sync.Mutex
+	queueMu sync.Mutex
+	queue   []registry.Event
+	// unapplied counts the changes queued and not yet in the index: those
+	// in queue and those of the batch being indexed. Read without a lock
+	// by searches, it is decremented only once a batch is indexed.
+	unapplied atomic.Int64
 }
 
 // New returns an empty Engine configured by opts (nil means defaults).
@@ -90,8 +103,15 @@ func (e *Engine) index() *index {
 func (e *Engine) Put(a registry.Agent) {
 	a = a.Redacted()
 	own := agentWords(&a, &e.text)
+	e.catchUp() // what Follow queued is older
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.putLocked(a, own)
+}
+
+// putLocked is Put of the redacted a, whose own words are own. e.mu must
+// be held for writing.
+func (e *Engine) putLocked(a registry.Agent, own []string) {
 	ix := e.index()
 	if id, ok := ix.docIDs[a.Name]; ok {
 		if d := &ix.docs[id]; sameContent(&d.agent, &a) {
@@ -108,6 +128,7 @@ func (e *Engine) Put(a registry.Agent) {
 
 // Remove deletes the agent named name and reports whether it was indexed.
 func (e *Engine) Remove(name string) bool {
+	e.catchUp() // what Follow queued is older
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ix == nil {
@@ -145,6 +166,7 @@ func (e *Engine) Reset(agents []registry.Agent) {
 	ix.bulk = false
 	ix.recomputeBounds()
 	ix.compact()
+	e.catchUp() // what Follow queued is older: replaced too
 	e.mu.Lock()
 	e.ix = ix
 	e.mu.Unlock()
@@ -164,6 +186,7 @@ func (e *Engine) Apply(ev registry.Event) {
 
 // Len returns the number of indexed agents.
 func (e *Engine) Len() int {
+	e.catchUp()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.ix == nil {
@@ -197,10 +220,120 @@ var _ JSONSearcher = (*Engine)(nil)
 //
 // Events that arrive while the snapshot is being indexed are queued and
 // applied after it, in order, so none is lost or applied out of order.
+//
+// src calls the engine back on its write path (a registration waits for
+// its subscribers), so Follow keeps indexing off that path: the callback
+// only queues the change, and a goroutine Follow starts (stop ends it)
+// indexes what is queued, in batches. Reads stay consistent with src all
+// the same: a search (and Len) first indexes whatever is still queued, so
+// a change src has acknowledged to its writer — delivered to its
+// subscribers before the write returns, as *registry.Registry does — is
+// visible to every search that starts after it.
 func (e *Engine) Follow(src registry.Subscriber) (stop func()) {
-	stop, _ = registry.Follow(src, func(snapshot []registry.Agent) error {
+	wake, quit, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go e.applyLoop(wake, quit, done)
+	unsubscribe, _ := registry.Follow(src, func(snapshot []registry.Agent) error {
 		e.Reset(snapshot)
 		return nil
-	}, e.Apply)
-	return stop
+	}, func(ev registry.Event) {
+		e.enqueue(ev)
+		select {
+		case wake <- struct{}{}:
+		default: // already awake
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unsubscribe()
+			close(quit)
+			<-done
+		})
+	}
+}
+
+// applyLoop indexes the queued changes each time Follow wakes it, until
+// quit is closed; it then indexes what is left and closes done.
+func (e *Engine) applyLoop(wake, quit, done chan struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-wake:
+			e.catchUp()
+		case <-quit:
+			e.catchUp()
+			return
+		}
+	}
+}
+
+// enqueue queues a change for the follow loop.
+func (e *Engine) enqueue(ev registry.Event) {
+	e.queueMu.Lock()
+	e.queue = append(e.queue, ev)
+	e.unapplied.Add(1)
+	e.queueMu.Unlock()
+}
+
+// maxBatch bounds the changes catchUp indexes under one hold of the write
+// lock, so that searches are not held up behind a long burst.
+const maxBatch = 256
+
+// catchUp indexes every change queued so far, oldest first. When it
+// returns, each change queued before the call is in the index. With
+// nothing queued it costs one atomic load.
+func (e *Engine) catchUp() {
+	if e.unapplied.Load() == 0 {
+		return
+	}
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	for {
+		e.queueMu.Lock()
+		batch := e.queue
+		if len(batch) > maxBatch {
+			batch = batch[:maxBatch:maxBatch]
+			e.queue = e.queue[maxBatch:]
+		} else {
+			e.queue = nil
+		}
+		e.queueMu.Unlock()
+		if len(batch) == 0 {
+			return
+		}
+		e.applyBatch(batch)
+		e.unapplied.Add(-int64(len(batch)))
+	}
+}
+
+// applyBatch indexes batch, in order, under one hold of the write lock.
+// The parts of an update that do not read the index (redaction, the
+// agent's own words) are made before taking it.
+func (e *Engine) applyBatch(batch []registry.Event) {
+	puts := make([]pendingPut, len(batch))
+	for i := range batch {
+		ev := &batch[i]
+		if ev.Type == registry.EventPut || ev.Type == registry.EventHeartbeat {
+			a := ev.Agent.Redacted()
+			puts[i] = pendingPut{agent: a, own: agentWords(&a, &e.text)}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range batch {
+		switch batch[i].Type {
+		case registry.EventPut, registry.EventHeartbeat:
+			e.putLocked(puts[i].agent, puts[i].own)
+		case registry.EventDelete:
+			if e.ix != nil {
+				e.ix.remove(batch[i].Agent.Name, &e.text)
+			}
+		}
+	}
+}
+
+// pendingPut is the part of a Put made before taking the write lock.
+type pendingPut struct {
+	agent registry.Agent // redacted
+	own   []string
 }

@@ -260,6 +260,7 @@ func search[R ranked](e *Engine, query string, q *Query, build func(*searcher, [
 	if err != nil {
 		return nil, err
 	}
+	e.catchUp()      // read-your-writes: index what Follow has queued
 	now := e.clock() // host code: called before taking the lock
 	if e.available == nil || o.IncludeUnavailable {
 		res, _ := rank(e, terms, &o, o.limit, nil, now, build)
