@@ -118,7 +118,7 @@ type Lexical struct {
 	trainMu sync.Mutex
 
 	mu         sync.Mutex
-	agents     map[string]registry.Agent
+	agents     map[string]lexAgent
 	live       map[string]*agentLive
 	gen        uint64 // bumped by every change that needs training
 	trainedGen uint64 // gen of the last finished training
@@ -189,7 +189,7 @@ func (l *Lexical) logger() *slog.Logger {
 // initLocked creates the maps and channels. l.mu must be held.
 func (l *Lexical) initLocked() {
 	if l.agents == nil {
-		l.agents = make(map[string]registry.Agent)
+		l.agents = make(map[string]lexAgent)
 		l.live = make(map[string]*agentLive)
 		l.trained = make(chan struct{})
 		l.kick = make(chan struct{}, 1)
@@ -231,16 +231,22 @@ func (l *Lexical) Reset(ctx context.Context, agents []registry.Agent) error {
 		return ErrClosed
 	}
 	l.initLocked()
-	l.resetLocked(agents)
+	l.resetLocked(agents, false)
 	l.mu.Unlock()
 	return l.train(ctx)
 }
 
-// resetLocked replaces the agent set. l.mu must be held.
-func (l *Lexical) resetLocked(agents []registry.Agent) {
-	next := make(map[string]registry.Agent, len(agents))
+// resetLocked replaces the agent set. shared says the records are a
+// registry's, which it never modifies: they are kept as they are;
+// otherwise (Reset's caller may reuse them) their slices are copied.
+// l.mu must be held.
+func (l *Lexical) resetLocked(agents []registry.Agent, shared bool) {
+	next := make(map[string]lexAgent, len(agents))
 	for _, a := range agents {
-		next[a.Name] = a.Redacted()
+		if !shared {
+			a.Capabilities, a.Examples = slices.Clone(a.Capabilities), slices.Clone(a.Examples)
+		}
+		next[a.Name] = makeLexAgent(&a)
 	}
 	for name, st := range l.live {
 		if _, ok := next[name]; !ok {
@@ -248,8 +254,8 @@ func (l *Lexical) resetLocked(agents []registry.Agent) {
 			delete(l.live, name)
 		}
 	}
-	for name, a := range next {
-		l.liveLocked(name).set(&a)
+	for _, a := range agents {
+		l.liveLocked(a.Name).set(&a)
 	}
 	l.agents = next
 	l.gen++
@@ -278,9 +284,9 @@ func (l *Lexical) Apply(ev registry.Event) {
 		return
 	case registry.EventPut:
 		old, ok := l.agents[a.Name]
-		l.agents[a.Name] = a.RedactedView()
+		l.agents[a.Name] = makeLexAgent(a)
 		l.liveLocked(a.Name).set(a)
-		if ok && sameText(&old, a) {
+		if ok && old.sameText(a) {
 			return
 		}
 	case registry.EventDelete:
@@ -311,11 +317,46 @@ func (l *Lexical) kickLocked() {
 	}
 }
 
-// sameText reports whether a and b give the same training texts.
-func sameText(a, b *registry.Agent) bool {
-	return a.IsDefault == b.IsDefault && a.DisplayName == b.DisplayName &&
-		a.Description == b.Description && slices.Equal(a.Capabilities, b.Capabilities) &&
-		slices.Equal(a.Examples, b.Examples)
+// lexAgent is what a Lexical keeps of an agent between trainings: the
+// fields its training texts come from (see agentTexts), sharing their
+// strings and slices with the registry's record, which the registry never
+// modifies. At 88 bytes it is stored in the map's own slots, where a copy
+// of the whole registry.Agent took a separate 350-byte allocation per
+// agent. The TTL and last heartbeat are in the agent's agentLive.
+type lexAgent struct {
+	displayName, description string
+	capabilities, examples   []string
+	isDefault                bool
+}
+
+func makeLexAgent(a *registry.Agent) lexAgent {
+	return lexAgent{
+		displayName:  a.DisplayName,
+		description:  a.Description,
+		capabilities: a.Capabilities,
+		examples:     a.Examples,
+		isDefault:    a.IsDefault,
+	}
+}
+
+// record is the registry.Agent called name that training reads: the
+// fields of la, nothing else.
+func (la *lexAgent) record(name string) registry.Agent {
+	return registry.Agent{
+		Name:         name,
+		DisplayName:  la.displayName,
+		Description:  la.description,
+		Capabilities: la.capabilities,
+		Examples:     la.examples,
+		IsDefault:    la.isDefault,
+	}
+}
+
+// sameText reports whether la and a give the same training texts.
+func (la *lexAgent) sameText(a *registry.Agent) bool {
+	return la.isDefault == a.IsDefault && la.displayName == a.DisplayName &&
+		la.description == a.Description && slices.Equal(la.capabilities, a.Capabilities) &&
+		slices.Equal(la.examples, a.Examples)
 }
 
 // Retrain trains a model on the current agents, if they changed since the
@@ -349,7 +390,7 @@ func (l *Lexical) load(snapshot []registry.Agent) error {
 		return ErrClosed
 	}
 	l.initLocked()
-	l.resetLocked(snapshot)
+	l.resetLocked(snapshot, true)
 	if !l.running {
 		l.running = true
 		go l.run()
@@ -422,7 +463,10 @@ func (l *Lexical) train(ctx context.Context) (err error) {
 		l.mu.Unlock()
 		return nil
 	}
-	agents := slices.Collect(maps.Values(l.agents))
+	agents := make([]registry.Agent, 0, len(l.agents))
+	for name, la := range l.agents {
+		agents = append(agents, la.record(name))
+	}
 	lives := maps.Clone(l.live)
 	l.used.Store(false)
 	l.mu.Unlock()
