@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,32 +21,8 @@ import (
 // the tool path costs on top of the search itself.
 func BenchmarkDiscover(b *testing.B) {
 	ctx := context.Background()
-	store := memstore.New()
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = reg.Close() })
-	engine := discovery.New(nil)
-	b.Cleanup(engine.Follow(reg))
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PruneInterval: -1, RescanInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = del.Close() })
-	g := synthagents.New(1)
-	for i := range 1000 {
-		s := g.Agent("", i, 0)
-		a := registry.Agent{Name: s.Name, Description: s.Description, Capabilities: s.Capabilities, Endpoint: s.Endpoint, Labels: s.Labels, Examples: s.Examples}
-		if _, _, err := reg.Register(ctx, a); err != nil {
-			b.Fatal(err)
-		}
-	}
-	queries := make([]string, 64)
-	for i := range queries {
-		queries[i] = g.Query(i)
-	}
-
+	reg, engine, del, queries := benchMesh(b)
+	var err error
 	b.Run("engine-json", func(b *testing.B) {
 		var buf []byte
 		for i := 0; b.Loop(); i++ {
@@ -77,4 +54,67 @@ func BenchmarkDiscover(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchMesh is the mesh of the benchmarks: a registry over memstore with
+// 1,000 synthetic agents, the engine following it, a delegation client,
+// and 64 of the generator's queries.
+func benchMesh(b *testing.B) (*registry.Registry, *discovery.Engine, *delegation.Client, []string) {
+	ctx := context.Background()
+	store := memstore.New()
+	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	engine := discovery.New(nil)
+	b.Cleanup(engine.Follow(reg))
+	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine, PruneInterval: -1, RescanInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = del.Close() })
+	g := synthagents.New(1)
+	for i := range 1000 {
+		s := g.Agent("", i, 0)
+		a := registry.Agent{Name: s.Name, Description: s.Description, Capabilities: s.Capabilities, Endpoint: s.Endpoint, Labels: s.Labels, Examples: s.Examples}
+		if _, _, err := reg.Register(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	queries := make([]string, 64)
+	for i := range queries {
+		queries[i] = g.Query(i)
+	}
+	return reg, engine, del, queries
+}
+
+// BenchmarkDiscoverStdio is a mesh_discover call as `agentmesh` serves it
+// on stdio: the server on the SDK's IOTransport over pipes, and a client
+// that writes JSON-RPC lines and only splits the replies into lines (as
+// meshload's), with 8 calls in flight, over 1,000 synthetic agents. The
+// searcher is the engine itself (its encoder) or one hiding the encoder
+// (the result built from discovery.Result values).
+func BenchmarkDiscoverStdio(b *testing.B) {
+	reg, engine, del, queries := benchMesh(b)
+	for _, bc := range []struct {
+		name   string
+		search discovery.Searcher
+	}{{"engine", engine}, {"results", plainSearcher{engine}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv, err := mcpserver.New(reg, bc.search, del, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := startRaw(b, srv)
+			calls := make([][]byte, len(queries))
+			for i, q := range queries {
+				calls[i], _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i + 10, "method": "tools/call",
+					"params": map[string]any{"name": mcpserver.ToolDiscover, "arguments": map[string]any{"query": q}}})
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			c.run(b, 8, b.N, func(i int) []byte { return calls[i%len(calls)] })
+		})
+	}
 }

@@ -1,0 +1,102 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// rawClient speaks JSON-RPC lines to a server on the SDK's IOTransport
+// over pipes, as an MCP host does with `agentmesh` on stdio, and reads
+// the replies as lines, byte for byte.
+type rawClient struct {
+	w  io.WriteCloser
+	br *bufio.Reader
+}
+
+// startRaw connects srv to a rawClient and initializes the session; the
+// session ends at cleanup.
+func startRaw(tb testing.TB, srv *mcp.Server) *rawClient {
+	tb.Helper()
+	cr, sw := io.Pipe() // server → client
+	sr, cw := io.Pipe() // client → server
+	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: sr, Writer: sw}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = cw.Close()
+		_ = ss.Close()
+		_ = cr.Close()
+	})
+	c := &rawClient{w: cw, br: bufio.NewReaderSize(cr, 1<<16)}
+	c.send(tb, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	c.reply(tb)
+	c.send(tb, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`))
+	return c
+}
+
+// send writes one message.
+func (c *rawClient) send(tb testing.TB, msg []byte) {
+	tb.Helper()
+	if _, err := c.w.Write(append(msg[:len(msg):len(msg)], '\n')); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// reply reads one line.
+func (c *rawClient) reply(tb testing.TB) []byte {
+	tb.Helper()
+	line, err := c.br.ReadBytes('\n')
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return line
+}
+
+// roundTrip sends msg and returns the next line.
+func (c *rawClient) roundTrip(tb testing.TB, msg []byte) []byte {
+	tb.Helper()
+	c.send(tb, msg)
+	return c.reply(tb)
+}
+
+// run sends n calls, msg(i) for i in [0, n), with up to inFlight
+// unanswered at a time, and checks that every reply is a result that is
+// not a tool error.
+func (c *rawClient) run(tb testing.TB, inFlight, n int, msg func(i int) []byte) {
+	tb.Helper()
+	slots := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var werr error
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			slots <- struct{}{}
+			m := msg(i)
+			if _, werr = c.w.Write(append(m[:len(m):len(m)], '\n')); werr != nil {
+				return
+			}
+		}
+	}()
+	for range n {
+		line, err := c.br.ReadBytes('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if !bytes.Contains(line, []byte(`"result":`)) || bytes.Contains(line, []byte(`"isError":true`)) {
+			tb.Fatalf("reply: %.300s", line)
+		}
+		<-slots
+	}
+	wg.Wait()
+	if werr != nil {
+		tb.Fatal(werr)
+	}
+}
