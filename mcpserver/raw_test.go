@@ -23,6 +23,13 @@ type rawClient struct {
 // session ends at cleanup.
 func startRaw(tb testing.TB, srv *mcp.Server) *rawClient {
 	tb.Helper()
+	return startRawVersion(tb, srv, "2025-06-18")
+}
+
+// startRawVersion is startRaw with the protocol version the client asks
+// for.
+func startRawVersion(tb testing.TB, srv *mcp.Server, version string) *rawClient {
+	tb.Helper()
 	cr, sw := io.Pipe() // server → client
 	sr, cw := io.Pipe() // client → server
 	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: sr, Writer: sw}, nil)
@@ -35,7 +42,7 @@ func startRaw(tb testing.TB, srv *mcp.Server) *rawClient {
 		_ = cr.Close()
 	})
 	c := &rawClient{w: cw, br: bufio.NewReaderSize(cr, 1<<16)}
-	c.send(tb, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	c.send(tb, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
 	c.reply(tb)
 	c.send(tb, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`))
 	return c

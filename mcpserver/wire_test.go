@@ -120,6 +120,15 @@ func TestWireUnchanged(t *testing.T) {
 			got = append(got, c.roundTrip(t, []byte(msg))...)
 		}
 		got = append(got, c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"mesh_discover"}}`))...)
+		// Clients of the newest protocol versions get results marked
+		// with a resultType.
+		for _, v := range []string{"2025-11-25", "2026-07-28"} {
+			c := startRawVersion(t, srv, v)
+			for i, args := range []string{`{"query":"budget"}`, `{"query":""}`} {
+				msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":%s}}`, i+100, args)
+				got = append(got, c.roundTrip(t, []byte(msg))...)
+			}
+		}
 	}
 	path := filepath.Join("testdata", "wire.golden")
 	if *updateWire {
