@@ -8,10 +8,17 @@
 //     breaker (GET /health/deep), last heartbeat, protocol, source and
 //     labels, and a search box ranking them through GET /v1/discover with
 //     scores and matched terms.
-//   - Delegations: GET /v1/delegations, filtered by status.
+//   - Delegations: GET /v1/delegations, filtered by status, a page of
+//     100 at a time.
+//   - An agent's page (#/agents/{name}): its record without credential,
+//     its breaker now and its transitions (GET /v1/agents/{name}/breaker)
+//     and the delegations sent to it.
+//   - A delegation's page (#/delegations/{id}): its status, timing,
+//     attempts, error code and message, caller, target and depth.
 //
-// Both follow GET /v1/events (Server-Sent Events, read through fetch so
-// the token travels in the Authorization header) and reload what changed.
+// Every page follows GET /v1/events (Server-Sent Events, read through
+// fetch so the token travels in the Authorization header) and reloads
+// what changed.
 //
 // httpserver mounts the handler (httpserver.Options.UI); agentmesh serve
 // does by default (--ui=false leaves it out).

@@ -1,12 +1,18 @@
 // The agentmesh dashboard: a login form, the Agents page (with discovery
 // search) and the Delegations page, kept current by the event stream.
 import {ApiError, follow, getAll, getJSON, request, setToken, token} from './api.js';
+import {agentEvent, agentLink, showAgent} from './agent.js';
+import {delegationEvent, delegationHref, showDelegation} from './delegation.js';
 
-const $ = (id) => document.getElementById(id);
+// The helpers below are exported for the pages' own modules (agent.js,
+// delegation.js), which import them back: they use them only once the
+// page runs, so the cycle is harmless.
+
+export const $ = (id) => document.getElementById(id);
 
 // el builds an element with text content (never HTML: what the API
 // returns is shown as text).
-function el(tag, {text, cls, attrs} = {}, ...children) {
+export function el(tag, {text, cls, attrs} = {}, ...children) {
   const e = document.createElement(tag);
   if (text !== undefined) {
     e.textContent = text;
@@ -22,7 +28,7 @@ function el(tag, {text, cls, attrs} = {}, ...children) {
 }
 
 // cell is a <td> labelled with its column's header, for the narrow layout.
-function cell(table, i, content, cls) {
+export function cell(table, i, content, cls) {
   const label = table.tHead.rows[0].cells[i].textContent;
   const td = el('td', {cls, attrs: {'data-label': label}});
   if (content instanceof Node) {
@@ -33,7 +39,7 @@ function cell(table, i, content, cls) {
   return td;
 }
 
-function fill(table, rows, empty) {
+export function fill(table, rows, empty) {
   const body = table.tBodies[0];
   if (rows.length === 0) {
     const td = el('td', {text: empty, attrs: {colspan: String(table.tHead.rows[0].cells.length)}});
@@ -43,7 +49,7 @@ function fill(table, rows, empty) {
   body.replaceChildren(...rows);
 }
 
-function time(iso) {
+export function time(iso) {
   if (!iso) {
     return el('span', {text: '—'});
   }
@@ -62,7 +68,7 @@ function time(iso) {
   return el('time', {text: ago, attrs: {datetime: iso, title: d.toISOString()}});
 }
 
-function badge(word) {
+export function badge(word) {
   return el('span', {text: word, cls: `badge ${word}`});
 }
 
@@ -70,7 +76,7 @@ function badge(word) {
 
 let breakers = {};
 let stopEvents = null;
-const state = {agents: [], page: 'agents'};
+const state = {agents: [], page: 'agents', offset: 0};
 
 // ---- login ----
 
@@ -86,8 +92,9 @@ function showLogin(message) {
     $(t).tBodies[0].replaceChildren();
   }
   $('results').hidden = true;
-  $('agents').hidden = true;
-  $('delegations').hidden = true;
+  for (const p of pages) {
+    $(p).hidden = true;
+  }
   $('nav').hidden = true;
   $('logout').hidden = true;
   $('live').hidden = true;
@@ -149,27 +156,54 @@ function setLive(on) {
 
 // ---- routing between pages ----
 
+// pages are the sections of the pages, by name: the lists, then the
+// detail pages of one agent (#/agents/{name}) or delegation
+// (#/delegations/{id}).
+const pages = ['agents', 'delegations', 'agent', 'delegation'];
+
+// pageOf returns the page a location hash names, and for a detail page
+// the agent's name or the delegation's id.
+function pageOf(hash) {
+  const m = /^#\/(agents|delegations)\/([^/]+)$/.exec(hash);
+  if (m) {
+    try {
+      return {page: m[1] === 'agents' ? 'agent' : 'delegation', key: decodeURIComponent(m[2])};
+    } catch {
+      // a malformed escape: the list
+    }
+  }
+  return {page: hash.startsWith('#/delegations') ? 'delegations' : 'agents', key: ''};
+}
+
 function route(focus) {
   if (!token()) {
     return;
   }
-  const page = location.hash === '#/delegations' ? 'delegations' : 'agents';
+  const {page, key} = pageOf(location.hash);
   state.page = page;
-  $('agents').hidden = page !== 'agents';
-  $('delegations').hidden = page !== 'delegations';
+  for (const p of pages) {
+    $(p).hidden = p !== page;
+  }
+  // The list a detail page belongs to stays marked in the navigation.
+  const list = page === 'agent' ? 'agents' : page === 'delegation' ? 'delegations' : page;
   for (const p of ['agents', 'delegations']) {
     const a = $(`nav-${p}`);
-    if (p === page) {
-      a.setAttribute('aria-current', 'page');
+    if (p === list) {
+      a.setAttribute('aria-current', p === page ? 'page' : 'true');
     } else {
       a.removeAttribute('aria-current');
     }
   }
-  document.title = `${page === 'agents' ? 'Agents' : 'Delegations'} · agentmesh`;
   if (page === 'agents') {
+    document.title = 'Agents · agentmesh';
     loadAgents();
-  } else {
+  } else if (page === 'delegations') {
+    document.title = 'Delegations · agentmesh';
     loadDelegations();
+  } else if (page === 'agent') {
+    showAgent(key);
+  } else {
+    showDelegation(key);
   }
   if (focus) {
     $(`${page}-title`).focus();
@@ -178,7 +212,7 @@ function route(focus) {
 
 // guard runs a load, turning a 401 into the login form and other errors
 // into the page's error line.
-async function guard(errId, fn) {
+export async function guard(errId, fn) {
   try {
     await fn();
     $(errId).textContent = '';
@@ -226,7 +260,7 @@ function renderAgents() {
     for (const [k, v] of Object.entries(a.labels || {})) {
       labels.append(el('span', {cls: 'label', text: `${k}=${v}`}));
     }
-    const name = el('span', {}, el('strong', {text: a.name}));
+    const name = el('span', {}, el('strong', {}, agentLink(a.name)));
     if (a.description) {
       name.append(el('span', {cls: 'until', text: a.description}));
     }
@@ -272,7 +306,7 @@ async function search() {
     const table = $('results-table');
     const rows = results.map((r, i) => el('tr', {attrs: {'data-agent': r.agent.name}},
       cell(table, 0, String(i + 1), 'num'),
-      cell(table, 1, el('strong', {text: r.agent.name}), 'name'),
+      cell(table, 1, el('strong', {}, agentLink(r.agent.name)), 'name'),
       cell(table, 2, r.score.toFixed(3), 'num score'),
       cell(table, 3, `${Math.round(r.coverage * 100)} %`, 'num'),
       cell(table, 4, el('span', {}, ...(r.matchedTerms || []).map((t) => el('span', {cls: 'term', text: t}))), 'terms'),
@@ -285,18 +319,30 @@ async function search() {
 
 // ---- delegations ----
 
+// pageSize is how many delegations a page of the list shows.
+const pageSize = 100;
+
+// turnPage moves the list by a page (+1 older, -1 newer).
+function turnPage(dir) {
+  state.offset = Math.max(0, state.offset + dir * pageSize);
+  loadDelegations();
+}
+
 async function loadDelegations() {
   await guard('delegations-error', async () => {
     const status = $('status-filter').value;
-    const params = new URLSearchParams({limit: '100'});
+    const params = new URLSearchParams({limit: String(pageSize)});
     if (status) {
       params.set('status', status);
+    }
+    if (state.offset > 0) {
+      params.set('offset', String(state.offset));
     }
     const records = await getJSON(`/v1/delegations?${params}`);
     const table = $('delegations-table');
     const rows = records.map((d) => el('tr', {attrs: {'data-delegation': d.id, 'data-status': d.status}},
-      cell(table, 0, el('code', {text: d.id.slice(0, 8), attrs: {title: d.id}}), 'id'),
-      cell(table, 1, d.targetAgent, 'target'),
+      cell(table, 0, el('a', {attrs: {href: delegationHref(d.id), title: d.id}}, el('code', {text: d.id.slice(0, 8)})), 'id'),
+      cell(table, 1, agentLink(d.targetAgent), 'target'),
       cell(table, 2, badge(d.status), 'status'),
       cell(table, 3, String(d.attempts), 'num'),
       cell(table, 4, `${d.latencyMs} ms`, 'num'),
@@ -304,7 +350,11 @@ async function loadDelegations() {
       cell(table, 6, d.error ? `${d.code ? `${d.code}: ` : ''}${d.error}` : '—', 'err')));
     fill(table, rows, status ? `No ${status} delegation.` : 'No delegation yet.');
     const n = records.length;
-    $('delegations-count').textContent = `${n}${n === 100 ? '+' : ''} delegation${n === 1 ? '' : 's'}`;
+    $('delegations-count').textContent = `${n}${n === pageSize ? '+' : ''} delegation${n === 1 ? '' : 's'}`;
+    // A full page means the API has a next one (its Link header).
+    $('delegations-older').disabled = n < pageSize;
+    $('delegations-newer').disabled = state.offset === 0;
+    $('delegations-page').textContent = n === 0 && state.offset === 0 ? '' : `${state.offset + 1}–${state.offset + n}`;
   });
 }
 
@@ -332,6 +382,8 @@ function reload(what) {
 }
 
 function onEvent(ev) {
+  agentEvent(ev);
+  delegationEvent(ev);
   if (ev.type.startsWith('agent.') || ev.type === 'breaker.changed') {
     reload('agents');
   } else if (ev.type === 'delegation.finished') {
@@ -355,7 +407,12 @@ function init() {
     search();
   });
   $('filter-form').addEventListener('submit', (ev) => ev.preventDefault());
-  $('status-filter').addEventListener('change', loadDelegations);
+  $('status-filter').addEventListener('change', () => {
+    state.offset = 0;
+    loadDelegations();
+  });
+  $('delegations-older').addEventListener('click', () => turnPage(1));
+  $('delegations-newer').addEventListener('click', () => turnPage(-1));
   window.addEventListener('hashchange', () => route(true));
   // Health and "last seen" age without events: refresh every 30 s.
   setInterval(() => {
