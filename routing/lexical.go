@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -119,7 +118,6 @@ type Lexical struct {
 
 	mu         sync.Mutex
 	agents     map[string]lexAgent
-	live       map[string]*agentLive
 	gen        uint64 // bumped by every change that needs training
 	trainedGen uint64 // gen of the last finished training
 	trainErr   error  // error of that training, if it failed
@@ -190,7 +188,6 @@ func (l *Lexical) logger() *slog.Logger {
 func (l *Lexical) initLocked() {
 	if l.agents == nil {
 		l.agents = make(map[string]lexAgent)
-		l.live = make(map[string]*agentLive)
 		l.trained = make(chan struct{})
 		l.kick = make(chan struct{}, 1)
 		l.hurry = make(chan struct{}, 1)
@@ -199,15 +196,17 @@ func (l *Lexical) initLocked() {
 	}
 }
 
-// liveLocked returns the live state of the agent named name, creating it.
-// l.mu must be held.
-func (l *Lexical) liveLocked(name string) *agentLive {
-	st := l.live[name]
-	if st == nil {
-		st = &agentLive{}
-		l.live[name] = st
+// putLocked stores a, keeping the live state the models share when the
+// agent is known, and sets it from a. l.mu must be held.
+func (l *Lexical) putLocked(next map[string]lexAgent, a *registry.Agent) (old lexAgent, ok bool) {
+	old, ok = l.agents[a.Name]
+	la := makeLexAgent(a)
+	if la.live = old.live; la.live == nil {
+		la.live = &agentLive{}
 	}
-	return st
+	la.live.set(a)
+	next[a.Name] = la
+	return old, ok
 }
 
 // Info describes the current model; ok is false when there is none yet.
@@ -246,16 +245,12 @@ func (l *Lexical) resetLocked(agents []registry.Agent, shared bool) {
 		if !shared {
 			a.Capabilities, a.Examples = slices.Clone(a.Capabilities), slices.Clone(a.Examples)
 		}
-		next[a.Name] = makeLexAgent(&a)
+		l.putLocked(next, &a)
 	}
-	for name, st := range l.live {
+	for name, la := range l.agents {
 		if _, ok := next[name]; !ok {
-			st.gone.Store(true)
-			delete(l.live, name)
+			la.live.gone.Store(true)
 		}
-	}
-	for _, a := range agents {
-		l.liveLocked(a.Name).set(&a)
 	}
 	l.agents = next
 	l.gen++
@@ -278,24 +273,22 @@ func (l *Lexical) Apply(ev registry.Event) {
 	a := &ev.Agent
 	switch ev.Type {
 	case registry.EventHeartbeat:
-		if _, ok := l.agents[a.Name]; ok {
-			l.live[a.Name].set(a)
+		if la, ok := l.agents[a.Name]; ok {
+			la.live.set(a)
 		}
 		return
 	case registry.EventPut:
-		old, ok := l.agents[a.Name]
-		l.agents[a.Name] = makeLexAgent(a)
-		l.liveLocked(a.Name).set(a)
+		old, ok := l.putLocked(l.agents, a)
 		if ok && old.sameText(a) {
 			return
 		}
 	case registry.EventDelete:
-		if _, ok := l.agents[a.Name]; !ok {
+		la, ok := l.agents[a.Name]
+		if !ok {
 			return
 		}
 		delete(l.agents, a.Name)
-		l.live[a.Name].gone.Store(true)
-		delete(l.live, a.Name)
+		la.live.gone.Store(true)
 	default:
 		return
 	}
@@ -320,12 +313,14 @@ func (l *Lexical) kickLocked() {
 // lexAgent is what a Lexical keeps of an agent between trainings: the
 // fields its training texts come from (see agentTexts), sharing their
 // strings and slices with the registry's record, which the registry never
-// modifies. At 88 bytes it is stored in the map's own slots, where a copy
-// of the whole registry.Agent took a separate 350-byte allocation per
-// agent. The TTL and last heartbeat are in the agent's agentLive.
+// modifies, and its live state (TTL, last heartbeat, removal), which the
+// models share. At 96 bytes it is stored in the map's own slots, where a
+// copy of the whole registry.Agent took a separate 350-byte allocation per
+// agent.
 type lexAgent struct {
 	displayName, description string
 	capabilities, examples   []string
+	live                     *agentLive
 	isDefault                bool
 }
 
@@ -464,10 +459,11 @@ func (l *Lexical) train(ctx context.Context) (err error) {
 		return nil
 	}
 	agents := make([]registry.Agent, 0, len(l.agents))
+	lives := make(map[string]*agentLive, len(l.agents))
 	for name, la := range l.agents {
 		agents = append(agents, la.record(name))
+		lives[name] = la.live
 	}
-	lives := maps.Clone(l.live)
 	l.used.Store(false)
 	l.mu.Unlock()
 
