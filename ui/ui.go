@@ -15,6 +15,14 @@
 //     and the delegations sent to it.
 //   - A delegation's page (#/delegations/{id}): its status, timing,
 //     attempts, error code and message, caller, target and depth.
+//   - Routing (#/routing): the router's recent decisions (GET
+//     /v1/routing/decisions, live from routing.decided events), the
+//     active sessions count (GET /v1/stats/sessions) and, for an admin
+//     token, the messages' texts and one session's turns (GET
+//     /v1/sessions/{id}).
+//   - Charts (#/charts): delegations per minute by status and their
+//     p50/p99 latencies over the last hour (GET /v1/stats/delegations),
+//     drawn as inline SVG with a text summary and a table.
 //
 // Every page follows GET /v1/events (Server-Sent Events, read through
 // fetch so the token travels in the Authorization header) and reloads

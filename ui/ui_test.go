@@ -108,5 +108,5 @@ func TestAssetsList(t *testing.T) {
 		}
 		return err
 	}))
-	assert.ElementsMatch(t, []string{"index.html", "app.js", "api.js", "app.css", "favicon.svg", "agent.js", "delegation.js"}, names)
+	assert.ElementsMatch(t, []string{"index.html", "app.js", "api.js", "app.css", "favicon.svg", "agent.js", "delegation.js", "routing.js", "charts.js"}, names)
 }

@@ -3,6 +3,8 @@
 import {ApiError, follow, getAll, getJSON, request, setToken, token} from './api.js';
 import {agentEvent, agentLink, showAgent} from './agent.js';
 import {delegationEvent, delegationHref, showDelegation} from './delegation.js';
+import {chartsEvent, hideCharts, showCharts} from './charts.js';
+import {hideRouting, resetRouting, routingEvent, showRouting} from './routing.js';
 
 // The helpers below are exported for the pages' own modules (agent.js,
 // delegation.js), which import them back: they use them only once the
@@ -88,6 +90,8 @@ function showLogin(message) {
   }
   state.agents = [];
   breakers = {};
+  resetRouting();
+  hideCharts();
   for (const t of ['agents-table', 'results-table', 'delegations-table']) {
     $(t).tBodies[0].replaceChildren();
   }
@@ -159,7 +163,7 @@ function setLive(on) {
 // pages are the sections of the pages, by name: the lists, then the
 // detail pages of one agent (#/agents/{name}) or delegation
 // (#/delegations/{id}).
-const pages = ['agents', 'delegations', 'agent', 'delegation'];
+const pages = ['agents', 'delegations', 'agent', 'delegation', 'routing', 'charts'];
 
 // pageOf returns the page a location hash names, and for a detail page
 // the agent's name or the delegation's id.
@@ -171,6 +175,9 @@ function pageOf(hash) {
     } catch {
       // a malformed escape: the list
     }
+  }
+  if (hash === '#/routing' || hash === '#/charts') {
+    return {page: hash.slice(2), key: ''};
   }
   return {page: hash.startsWith('#/delegations') ? 'delegations' : 'agents', key: ''};
 }
@@ -186,7 +193,13 @@ function route(focus) {
   }
   // The list a detail page belongs to stays marked in the navigation.
   const list = page === 'agent' ? 'agents' : page === 'delegation' ? 'delegations' : page;
-  for (const p of ['agents', 'delegations']) {
+  if (page !== 'routing') {
+    hideRouting();
+  }
+  if (page !== 'charts') {
+    hideCharts();
+  }
+  for (const p of ['agents', 'delegations', 'routing', 'charts']) {
     const a = $(`nav-${p}`);
     if (p === list) {
       a.setAttribute('aria-current', p === page ? 'page' : 'true');
@@ -200,6 +213,10 @@ function route(focus) {
   } else if (page === 'delegations') {
     document.title = 'Delegations · agentmesh';
     loadDelegations();
+  } else if (page === 'routing') {
+    showRouting();
+  } else if (page === 'charts') {
+    showCharts();
   } else if (page === 'agent') {
     showAgent(key);
   } else {
@@ -384,6 +401,8 @@ function reload(what) {
 function onEvent(ev) {
   agentEvent(ev);
   delegationEvent(ev);
+  routingEvent(ev);
+  chartsEvent(ev);
   if (ev.type.startsWith('agent.') || ev.type === 'breaker.changed') {
     reload('agents');
   } else if (ev.type === 'delegation.finished') {
