@@ -145,6 +145,17 @@ func TestE2EDashboardDetail(t *testing.T) {
 	assert.Equal(t, "closed", eval[string](b, `document.querySelector('#agent-breaker .breaker').dataset.state`))
 	assert.Equal(t, "No transition since this server started.", eval[string](b, `document.querySelector('#agent-breaker-table tbody td').textContent`))
 
+	// A delegation to billing while its page is open is listed there
+	// without a reload (delegation.finished).
+	b.at("live agent page")
+	eval[bool](b, `window.agentmeshMarker = true`)
+	again := c.do("POST", "/v1/delegate", map[string]any{"targetName": "billing", "task": "refund invoice 8"}).obj(t)
+	require.Equal(t, "completed", again["status"], again)
+	b.waitFor(5*time.Second, "the new delegation is listed on billing's page",
+		`document.querySelector('#agent-delegations-table tbody tr:first-child').dataset.delegation === `+js(again["id"].(string)))
+	assert.True(t, eval[bool](b, `window.agentmeshMarker === true`), "the page was reloaded")
+	assert.Equal(t, 2, eval[int](b, `document.querySelectorAll('#agent-delegations-table tbody tr[data-delegation]').length`))
+
 	// The first failed delegation's page, from flaky's list: timing,
 	// attempts, the error's code and message, the chain.
 	b.at("delegation page")
@@ -207,7 +218,7 @@ func TestE2EDashboardDetail(t *testing.T) {
 	// The delegations list pages through the API's pages: 100 a page.
 	b.at("pager")
 	b.do("open Delegations", chromedp.Click(chromedp.CSS("#nav-delegations")))
-	b.waitFor(5*time.Second, "the delegations are listed", `document.querySelectorAll('#delegations-table tbody tr[data-delegation]').length === `+strconv.Itoa(len(flakyIDs)+2))
+	b.waitFor(5*time.Second, "the delegations are listed", `document.querySelectorAll('#delegations-table tbody tr[data-delegation]').length === `+strconv.Itoa(len(flakyIDs)+3))
 	assert.True(t, eval[bool](b, `document.getElementById('delegations-older').disabled && document.getElementById('delegations-newer').disabled`), "one page only")
 	assert.Equal(t, "#/delegations/"+accID, eval[string](b, `document.querySelector('#delegations-table tbody tr td.id a').getAttribute('href')`), "newest first, linked")
 
