@@ -133,7 +133,7 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 	if err := t.add(srv); err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	srv.AddReceivingMiddleware(argumentErrors, advertiseOutputs(t.outputs))
+	srv.AddReceivingMiddleware(argumentErrors, advertiseOutputs(t.outputs), fastCalls(t.fast))
 	return srv, nil
 }
 

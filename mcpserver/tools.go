@@ -112,12 +112,16 @@ type tools struct {
 	routeMeta func(context.Context) map[string]any
 	// outputs are the tools' output schemas, by name (see addTool).
 	outputs map[string]any
+	// fast are the tools whose plainly valid calls skip the SDK's
+	// argument handling, by name (see fastCalls).
+	fast map[string]fastCall
 }
 
 // add registers the six tools on srv, and the routing tools with a
 // Router.
 func (t *tools) add(srv *mcp.Server) error {
 	t.outputs = make(map[string]any)
+	t.fast = make(map[string]fastCall)
 	// Pointer hints: nil would mean the MCP defaults (destructive, open
 	// world), so every tool states both.
 	f, tr := jsonschema.Ptr(false), jsonschema.Ptr(true)
@@ -134,7 +138,11 @@ func (t *tools) add(srv *mcp.Server) error {
 				Annotations: &mcp.ToolAnnotations{Title: "Discover agents", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: f, OpenWorldHint: f}},
 			input:  discoverInputSchema,
 			output: inferSchema[DiscoverResult],
-			add:    func(tool *mcp.Tool) { addTool(srv, t.outputs, tool, handler(t, ToolDiscover, t.discover)) },
+			add: func(tool *mcp.Tool) {
+				h := handler(t, ToolDiscover, t.discover)
+				addTool(srv, t.outputs, tool, h)
+				t.fast[ToolDiscover] = fastTool(decodeDiscoverArgs, h)
+			},
 		},
 		{
 			tool: &mcp.Tool{Name: ToolUnregister, Title: "Unregister an agent", Description: unregisterDescription,

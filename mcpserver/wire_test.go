@@ -142,3 +142,20 @@ func TestWireUnchanged(t *testing.T) {
 		require.Equal(t, string(wantLines[i]), string(gotLines[i]), "reply %d", i)
 	}
 }
+
+// Arguments given as JSON null are read as absent, for every tool (the
+// SDK would apply the schema's defaults to a nil map and panic, ending
+// the process): the reply is the one to a call without arguments, and the
+// session goes on.
+func TestNullArguments(t *testing.T) {
+	reg, engine, del := wireMesh(t)
+	srv, err := mcpserver.New(reg, engine, del, nil)
+	require.NoError(t, err)
+	c := startRaw(t, srv)
+	for _, tool := range []string{mcpserver.ToolDiscover, mcpserver.ToolDelegate, mcpserver.ToolListAgents} {
+		absent := c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`"}}`))
+		null := c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`","arguments":null}}`))
+		require.Equal(t, string(absent), string(null), tool)
+	}
+	require.Contains(t, string(c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":"budget"}}}`))), `\"name\":\"full\"`)
+}
