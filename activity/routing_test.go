@@ -2,11 +2,15 @@ package activity_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,4 +104,43 @@ func TestRoutingConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 50, r.Len())
 	assert.Len(t, r.Recent(0, nil), 50)
+}
+
+// Whatever the message, a decision shows its length in runes and a
+// 16-hex-digit hash, keeps its text for the admin, and Redacted drops
+// only the text.
+func FuzzRoutingObserve(f *testing.F) {
+	for _, s := range []string{"refund invoice 42", "", "réfund ✓", "\xff\xfe", strings.Repeat("a", 4000)} {
+		f.Add(s)
+	}
+	hexDigits := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	f.Fuzz(func(t *testing.T, text string) {
+		r := activity.NewRouting(&activity.RoutingOptions{Size: 2})
+		r.Observe(activity.WithInput(context.Background(), text), routing.Response{RequestID: "r"}, nil)
+		got := r.Recent(0, nil)
+		require.Len(t, got, 1)
+		d := got[0]
+		assert.Equal(t, utf8.RuneCountInString(text), d.InputLen)
+		assert.Regexp(t, hexDigits, d.InputHash)
+		assert.Equal(t, text, d.Text)
+		red := d.Redacted()
+		assert.Empty(t, red.Text)
+		red.Text = text
+		assert.Equal(t, d, red)
+		b, err := json.Marshal(d.Redacted())
+		require.NoError(t, err)
+		if text != "" {
+			assert.NotContains(t, string(b), `"text"`)
+		}
+	})
+}
+
+func BenchmarkRoutingObserve(b *testing.B) {
+	r := activity.NewRouting(nil)
+	ctx := activity.WithInput(context.Background(), strings.Repeat("refund my invoice please ", 20)) // 500 bytes
+	resp := routing.Response{RequestID: "r", AgentID: "billing", Decision: routing.ActionRoute, Confidence: 0.9}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Observe(ctx, resp, nil)
+	}
 }

@@ -155,3 +155,26 @@ func TestTimelineConcurrentUse(t *testing.T) {
 	}
 	assert.Equal(t, 8000, total) // unless the minute turned meanwhile: both sides are in the hour
 }
+
+func BenchmarkTimelineObserve(b *testing.B) {
+	tl := NewTimeline(nil)
+	now := time.Now()
+	rec := delegation.Record{Status: delegation.StatusCompleted, LatencyMs: 120, FinishedAt: &now}
+	b.ReportAllocs()
+	for b.Loop() {
+		tl.Observe(rec)
+	}
+}
+
+func BenchmarkTimelineMinutes(b *testing.B) {
+	tl := NewTimeline(nil)
+	now := time.Now()
+	for i := range 10000 {
+		at := now.Add(-time.Duration(i%60) * time.Minute)
+		tl.Observe(delegation.Record{Status: delegation.StatusCompleted, LatencyMs: int64(i % 5000), FinishedAt: &at})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tl.Minutes()
+	}
+}
