@@ -178,29 +178,50 @@ func (s *Store) PruneAudit(ctx context.Context, olderThan time.Time, keep int) (
 	if !olderThan.IsZero() {
 		cutoff = []byte(audit.MinID(olderThan))
 	}
+	// victims returns the ids of the next chunk to delete, and the count
+	// of entries.
+	victims := func(tx *bbolt.Tx) (root, b *bbolt.Bucket, ids [][]byte, count uint64, err error) {
+		if root, b, err = auditBuckets(tx); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		if count, err = auditCount(root); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		excess := -1 // how many to delete beyond the old ones; -1 none
+		if keep > 0 {
+			excess = int(min(count, 1<<62)) - keep
+		}
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && len(ids) < pruneChunk; k, _ = c.Next() {
+			if (cutoff == nil || bytes.Compare(k, cutoff) >= 0) && len(ids) >= excess {
+				break
+			}
+			ids = append(ids, slices.Clone(k))
+		}
+		return root, b, ids, count, nil
+	}
+	// The recorder prunes after every few hundred entries it writes, and
+	// below the bounds there is nothing to delete: a read transaction
+	// finds that out without the fsyncs of an empty write's commit.
+	idle := false
+	err := s.view(func(tx *bbolt.Tx) error {
+		_, _, ids, _, err := victims(tx)
+		idle = len(ids) == 0
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("boltstore: prune audit: %w", err)
+	}
+	if idle {
+		return 0, nil
+	}
 	total := 0
 	for {
 		n, more := 0, false
 		err := s.updateAlone(func(tx *bbolt.Tx) error {
-			root, b, err := auditBuckets(tx)
+			root, b, ids, count, err := victims(tx)
 			if err != nil {
 				return err
-			}
-			count, err := auditCount(root)
-			if err != nil {
-				return err
-			}
-			excess := -1 // how many to delete beyond the old ones; -1 none
-			if keep > 0 {
-				excess = int(min(count, 1<<62)) - keep
-			}
-			var ids [][]byte
-			c := b.Cursor()
-			for k, _ := c.First(); k != nil && len(ids) < pruneChunk; k, _ = c.Next() {
-				if (cutoff == nil || bytes.Compare(k, cutoff) >= 0) && len(ids) >= excess {
-					break
-				}
-				ids = append(ids, slices.Clone(k))
 			}
 			more = len(ids) == pruneChunk
 			for _, id := range ids {

@@ -703,6 +703,43 @@ func (s *Store) PruneDelegations(ctx context.Context, olderThan time.Time, keep 
 		return 0, err
 	}
 	cutoff := appendTime(nil, olderThan)
+	// victims returns the ids of the next chunk to delete: the oldest
+	// final records while they finished before cutoff or the store holds
+	// more than keep.
+	victims := func(d delegationBuckets) ([][]byte, error) {
+		excess, err := pruneExcess(d, keep)
+		if err != nil {
+			return nil, err
+		}
+		var ids [][]byte
+		c := d.byFinished.Cursor()
+		for k, _ := c.First(); k != nil && len(ids) < pruneChunk; k, _ = c.Next() {
+			if bytes.Compare(k[:timeKeyLen], cutoff) >= 0 && len(ids) >= excess {
+				break
+			}
+			ids = append(ids, slices.Clone(k[timeKeyLen:]))
+		}
+		return ids, nil
+	}
+	// The client prunes every few seconds, and mostly there is nothing to
+	// delete: a read transaction finds that out without the fsyncs of an
+	// empty write transaction's commit.
+	idle := false
+	err := s.view(func(tx *bbolt.Tx) error {
+		d, err := delegationBucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		ids, err := victims(d)
+		idle = len(ids) == 0
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("boltstore: prune delegations: %w", err)
+	}
+	if idle {
+		return 0, nil
+	}
 	total := 0
 	for {
 		n, more := 0, false
@@ -711,21 +748,9 @@ func (s *Store) PruneDelegations(ctx context.Context, olderThan time.Time, keep 
 			if err != nil {
 				return err
 			}
-			excess := -1 // how many to delete beyond the old ones; -1 none
-			if keep > 0 {
-				count, err := d.count()
-				if err != nil {
-					return err
-				}
-				excess = int(min(count, 1<<62)) - keep
-			}
-			var ids [][]byte
-			c := d.byFinished.Cursor()
-			for k, _ := c.First(); k != nil && len(ids) < pruneChunk; k, _ = c.Next() {
-				if bytes.Compare(k[:timeKeyLen], cutoff) >= 0 && len(ids) >= excess {
-					break
-				}
-				ids = append(ids, slices.Clone(k[timeKeyLen:]))
+			ids, err := victims(d)
+			if err != nil {
+				return err
 			}
 			more = len(ids) == pruneChunk
 			for _, id := range ids {
@@ -760,6 +785,19 @@ func (s *Store) PruneDelegations(ctx context.Context, olderThan time.Time, keep 
 			return total, err
 		}
 	}
+}
+
+// pruneExcess returns how many records d holds beyond keep (≤ 0 when
+// keep ≤ 0 or none).
+func pruneExcess(d delegationBuckets, keep int) (int, error) {
+	if keep <= 0 {
+		return 0, nil
+	}
+	count, err := d.count()
+	if err != nil {
+		return 0, err
+	}
+	return int(min(count, 1<<62)) - keep, nil
 }
 
 // updateAlone runs fn in a write transaction of its own, outside the
