@@ -31,6 +31,10 @@
 // The Recorder prunes, at start and every Options.PruneInterval (10
 // minutes), entries older than Options.MaxAge (30 days) and the oldest
 // beyond Options.MaxEntries (100,000): whichever bound is reached first.
+// It also prunes as it writes, after every MaxEntries/100 entries (at
+// most 1000), so the log stays within about 1 % of MaxEntries at any
+// write rate, and a store whose freed space is reused (bbolt) stops
+// growing once the log is full (docs/OPERATIONS.md#retention).
 //
 // # Concurrency
 //

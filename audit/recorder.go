@@ -29,6 +29,13 @@ const (
 // maxBatch is the most entries one AppendAudit call writes.
 const maxBatch = 512
 
+// pruneAfterMax is the most entries the writer appends between two
+// prunes: the count bound is applied as the log grows, not only every
+// PruneInterval, so the store holds at most MaxEntries plus this many
+// (plus one batch). At the default MaxEntries it is 1 % of the bound, and
+// each prune is one store transaction of about this many deletions.
+const pruneAfterMax = 1000
+
 // Options configures a [Recorder]. A nil *Options, like the zero value of
 // every field, means the documented default. NewRecorder copies it.
 type Options struct {
@@ -38,16 +45,20 @@ type Options struct {
 	QueueSize int
 
 	// MaxEntries is the retention bound by count: the oldest entries
-	// beyond it are pruned. ≤ 0 means DefaultMaxEntries (100,000).
+	// beyond it are pruned. ≤ 0 means DefaultMaxEntries (100,000). It is
+	// applied as entries are written (after every MaxEntries/100 of them,
+	// at least 1 and at most 1000), so the store holds at most about 1 %
+	// more than MaxEntries, however fast entries arrive.
 	MaxEntries int
 
 	// MaxAge is the retention bound by age: older entries are pruned.
 	// ≤ 0 means DefaultMaxAge (30 days).
 	MaxAge time.Duration
 
-	// PruneInterval is how often the retention bounds are applied (also
-	// once at start). 0 means DefaultPruneInterval (10 minutes); a
-	// negative value never prunes.
+	// PruneInterval is how often the retention bounds are applied on a
+	// timer (also once at start), for MaxAge above all: MaxEntries is also
+	// applied as entries are written. 0 means DefaultPruneInterval (10
+	// minutes); a negative value never prunes, by time or by count.
 	PruneInterval time.Duration
 
 	// WriteTimeout bounds each store call of the writer. ≤ 0 means 10 s.
@@ -86,6 +97,7 @@ type Recorder struct {
 	maxEntries int
 	maxAge     time.Duration
 	pruneEvery time.Duration
+	pruneAfter int // entries written between two prunes by count
 	timeout    time.Duration
 	delay      time.Duration
 	now        func() time.Time
@@ -136,6 +148,7 @@ func NewRecorder(store Store, opts *Options) (*Recorder, error) {
 	if r.pruneEvery == 0 {
 		r.pruneEvery = DefaultPruneInterval
 	}
+	r.pruneAfter = min(max(r.maxEntries/100, 1), pruneAfterMax)
 	if r.delay == 0 {
 		r.delay = DefaultFlushDelay
 	}
@@ -288,13 +301,19 @@ func (r *Recorder) run() {
 		tick = t.C
 	}
 	batch := make([]item, 0, maxBatch)
+	written := 0 // entries appended since the last prune
 	for {
 		select {
 		case it := <-r.queue:
 			batch = r.gather(append(batch[:0], it))
-			r.write(batch)
+			written += r.write(batch)
+			if r.pruneEvery > 0 && written >= r.pruneAfter {
+				r.prune()
+				written = 0
+			}
 		case <-tick:
 			r.prune()
+			written = 0
 		case <-r.quit:
 			// Close holds no sender now: drain what is queued and stop.
 			for {
@@ -346,8 +365,8 @@ func (r *Recorder) fill(batch []item) []item {
 }
 
 // write appends the entries of batch to the store, then releases its
-// flush markers.
-func (r *Recorder) write(batch []item) {
+// flush markers. It returns how many entries it appended.
+func (r *Recorder) write(batch []item) int {
 	entries := make([]Entry, 0, len(batch))
 	for _, it := range batch {
 		if it.flushed == nil {
@@ -361,6 +380,7 @@ func (r *Recorder) write(batch []item) {
 		if err != nil {
 			r.failed.Add(uint64(len(entries)))
 			r.log.Warn("audit: writing entries failed; they are lost", "entries", len(entries), "err", err)
+			entries = entries[:0]
 		}
 	}
 	for i := range batch {
@@ -369,6 +389,7 @@ func (r *Recorder) write(batch []item) {
 		}
 		batch[i] = item{}
 	}
+	return len(entries)
 }
 
 // prune applies the retention bounds.

@@ -147,6 +147,79 @@ func TestRecorderPrunes(t *testing.T) {
 	assert.Equal(t, es[7].ID, got[2].ID)
 }
 
+// pruneCounter is a store that remembers the most entries it held right
+// after an append, and counts its prunes.
+type pruneCounter struct {
+	*memstore.Store
+	mu     sync.Mutex
+	most   int
+	prunes int
+}
+
+func (p *pruneCounter) AppendAudit(ctx context.Context, es []audit.Entry) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.Store.AppendAudit(ctx, es); err != nil {
+		return err
+	}
+	p.most = max(p.most, p.held(ctx))
+	return nil
+}
+
+func (p *pruneCounter) PruneAudit(ctx context.Context, olderThan time.Time, keep int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prunes++
+	return p.Store.PruneAudit(ctx, olderThan, keep)
+}
+
+// held counts the stored entries; p.mu is held.
+func (p *pruneCounter) held(ctx context.Context) int {
+	n := 0
+	q := audit.Query{Limit: audit.MaxListLimit}
+	for {
+		page, err := p.Store.ListAudit(ctx, q)
+		if err != nil || len(page) == 0 {
+			return n
+		}
+		n += len(page)
+		q.Before = page[len(page)-1].ID
+	}
+}
+
+// The count bound is applied as entries are written, not only every
+// PruneInterval: under a sustained stream of entries the store never
+// holds more than MaxEntries plus MaxEntries/100 and one batch.
+func TestRecorderPrunesAsItWrites(t *testing.T) {
+	s := &pruneCounter{Store: memstore.New()}
+	const maxEntries = 500 // prunes after every 5 entries written
+	r := newRecorder(t, s, &audit.Options{MaxEntries: maxEntries, PruneInterval: time.Hour, FlushDelay: time.Millisecond})
+	for i := range 10 * maxEntries {
+		r.Record(audit.Entry{Action: "x", Target: fmt.Sprint(i), Outcome: audit.OutcomeSuccess})
+		if i%100 == 99 {
+			require.NoError(t, r.Flush(t.Context()))
+		}
+	}
+	require.NoError(t, r.Close())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.LessOrEqual(t, s.most, maxEntries+maxEntries/100+512, "the store held too many entries")
+	assert.Greater(t, s.most, maxEntries, "the bound is reached")
+	assert.Greater(t, s.prunes, 10*maxEntries/(maxEntries/100+512), "prunes keep up with the writes")
+
+	// A negative PruneInterval never prunes, by count either.
+	none := &pruneCounter{Store: memstore.New()}
+	r = newRecorder(t, none, &audit.Options{MaxEntries: 10, PruneInterval: -1, FlushDelay: -1})
+	for range 100 {
+		r.Record(audit.Entry{Action: "x", Outcome: audit.OutcomeSuccess})
+	}
+	require.NoError(t, r.Close())
+	none.mu.Lock()
+	defer none.mu.Unlock()
+	assert.Zero(t, none.prunes)
+	assert.Equal(t, 100, none.most)
+}
+
 func TestNilRecorder(t *testing.T) {
 	var r *audit.Recorder
 	r.Record(audit.Entry{Action: "x"})
