@@ -54,6 +54,11 @@ const (
 	// DefaultMaxRecords is how many records are kept at most when
 	// Options.MaxRecords is 0.
 	DefaultMaxRecords = 100_000
+	// DefaultPruneInterval is how often records are pruned when
+	// Options.PruneInterval is 0: often enough that the store stays
+	// within a few thousand records of MaxRecords at hundreds of
+	// delegations a second (docs/OPERATIONS.md#retention).
+	DefaultPruneInterval = 5 * time.Second
 	// DefaultPublicURL is the callback base URL when Options.PublicURL is
 	// empty.
 	DefaultPublicURL = "http://localhost:8766"
@@ -115,7 +120,10 @@ type Options struct {
 	MaxRecords int
 
 	// PruneInterval is how often records beyond Retention and MaxRecords
-	// are pruned. 0 means 10 minutes; a negative value never prunes.
+	// are pruned. 0 means DefaultPruneInterval (5 s); a negative value
+	// never prunes. The store then holds at most MaxRecords plus the
+	// records that finish in one interval; a prune with nothing to delete
+	// costs one read of the store.
 	PruneInterval time.Duration
 
 	// RescanInterval is how often the store is read for accepted records
@@ -301,7 +309,7 @@ func newClient(ctx context.Context, dir registry.Subscriber, store Store, opts *
 		maxDepth:    positive(o.MaxDepth, DefaultMaxDepth),
 		retention:   positive(o.Retention, DefaultRetention),
 		maxRecords:  positive(o.MaxRecords, DefaultMaxRecords),
-		pruneEvery:  interval(o.PruneInterval, 10*time.Minute),
+		pruneEvery:  interval(o.PruneInterval, DefaultPruneInterval),
 		rescanEvery: interval(o.RescanInterval, time.Minute),
 		pollEvery:   positive(o.WaitPollInterval, time.Second),
 		onRecord:    o.OnRecord,

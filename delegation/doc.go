@@ -96,8 +96,9 @@
 // others mark its running records failed with code interrupted, once,
 // and a final record is never overwritten by its late writes. Final
 // records older than Options.Retention (7 days) or beyond
-// Options.MaxRecords (100,000, oldest finished first) are pruned
-// periodically.
+// Options.MaxRecords (100,000, oldest finished first) are pruned every
+// Options.PruneInterval (5 s), so the store stays within the records of
+// one interval of its bound.
 //
 // # Concurrency
 //
