@@ -84,9 +84,11 @@ Modes (-mode):
   soak       mixed for -d (default 10m), sampling every -sample: the
              server's RSS and open files (-server-pid, required on Linux),
              its goroutines (go_goroutines of -url's /metrics, "-" when
-             unreadable), requests/s and p99 of the interval; a row per
-             sample, then a verdict comparing the last third of the
-             samples with the first
+             unreadable), the size of -store-file, requests/s and p99
+             of the interval; a row per sample, then a verdict on the
+             growth after warm-up: the last third of the samples against
+             the middle third (the first third warms up: caches, and the
+             store filling up to its retention bounds)
   fsync      -d of 4 KiB writes, each followed by fdatasync (as bbolt
              commits), on a file in -dir: p50, and the disk's limit of
              durable commits at the first -c level: c ÷ p50
@@ -119,6 +121,7 @@ type config struct {
 	agent, agentAddr, target, task, dir              string
 	pool                                             int
 	sample                                           time.Duration
+	storeFile                                        string
 	seed                                             uint64
 	json                                             bool
 }
@@ -158,6 +161,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	fs.StringVar(&cfg.task, "task", "Summarize the open invoices of the finance team.", "task text of direct and delegate requests")
 	fs.IntVar(&cfg.pool, "pool", 1000, "mixed, soak: synthetic agents 0 … pool-1 (named with -prefix) that registrations and heartbeats go to")
 	fs.DurationVar(&cfg.sample, "sample", 30*time.Second, "soak: sampling interval")
+	fs.StringVar(&cfg.storeFile, "store-file", "", "soak: the server's store file (its bbolt file), whose size each sample reports")
 	fs.StringVar(&cfg.dir, "dir", ".", "fsync: directory of the probe's file (the store's)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

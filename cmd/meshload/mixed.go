@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,9 @@ type SoakSample struct {
 	// /metrics could not be read.
 	Goroutines *int `json:"goroutines"`
 	// OpenFiles counts the server's open file descriptors, 0 when unknown.
-	OpenFiles         int     `json:"openFiles"`
+	OpenFiles int `json:"openFiles"`
+	// StoreFileMiB is the size of -store-file, 0 when none was given.
+	StoreFileMiB      float64 `json:"storeFileMiB"`
 	Requests          uint64  `json:"requests"`
 	Errors            uint64  `json:"errors"`
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
@@ -164,19 +167,27 @@ type SoakReport struct {
 	Total   *Report      `json:"total"`
 }
 
-// SoakVerdict compares the means of the last and the first third of the
-// samples, in percent of the first third's.
+// SoakVerdict is the growth after warm-up: the means of the last third of
+// the samples against those of the middle third, in percent of the
+// middle third's. The first third is warm-up: the server's caches and
+// pools fill, and so does its store, up to its retention bounds
+// (100,000 delegation records and audit entries by default), after which
+// a store that reuses freed space stops growing. A soak of fewer than
+// three samples compares the last with the first.
 type SoakVerdict struct {
-	// Flat is true when RSS, goroutines and open files each grew by at
-	// most MaxGrowthPct.
+	// Flat is true when RSS, goroutines, open files and the store file
+	// each grew by at most MaxGrowthPct.
 	Flat         bool    `json:"flat"`
 	MaxGrowthPct float64 `json:"maxGrowthPct"`
 	RSSPct       float64 `json:"rssGrowthPct"`
 	// RSSAnonPct is the growth of RSS's anonymous part (heap and stacks),
 	// which a leak grows; the rest of RSS grows with the store file
-	// bbolt maps, as delegation records accumulate up to their retention.
-	// It is shown, not judged: the verdict is on the whole RSS.
+	// bbolt maps. It is shown, not judged: the verdict is on the whole
+	// RSS.
 	RSSAnonPct float64 `json:"rssAnonGrowthPct"`
+	// StoreFilePct is the growth of the store file (0 without
+	// -store-file).
+	StoreFilePct float64 `json:"storeFileGrowthPct"`
 	// GoroutinesPct is nil when the goroutines were not known.
 	GoroutinesPct   *float64 `json:"goroutinesGrowthPct"`
 	OpenFilesPct    float64  `json:"openFilesGrowthPct"`
@@ -190,10 +201,11 @@ const maxSoakGrowth = 10
 
 // serverProbe reads the server's state for a soak sample.
 type serverProbe struct {
-	pid     int
-	metrics string // the /metrics URL
-	t       *httpTarget
-	client  *http.Client
+	pid       int
+	storeFile string // the server's store file; empty for none
+	metrics   string // the /metrics URL
+	t         *httpTarget
+	client    *http.Client
 }
 
 func (p *serverProbe) sample(ctx context.Context, s *SoakSample) {
@@ -206,6 +218,11 @@ func (p *serverProbe) sample(ctx context.Context, s *SoakSample) {
 	}
 	if n, ok := p.goroutines(ctx); ok {
 		s.Goroutines = &n
+	}
+	if p.storeFile != "" {
+		if fi, err := os.Stat(p.storeFile); err == nil {
+			s.StoreFileMiB = mib(uint64(fi.Size()))
+		}
 	}
 }
 
@@ -284,7 +301,9 @@ func runSoak(ctx context.Context, c int, total, every, warmup time.Duration, m *
 	return rep
 }
 
-// verdictOf compares the last third of the samples with the first third.
+// verdictOf compares the last third of the samples with the middle third
+// (the first is warm-up), or the last sample with the first when there
+// are fewer than three.
 func verdictOf(samples []SoakSample) SoakVerdict {
 	v := SoakVerdict{MaxGrowthPct: maxSoakGrowth}
 	n := len(samples)
@@ -292,7 +311,10 @@ func verdictOf(samples []SoakSample) SoakVerdict {
 		return v
 	}
 	k := max(n/3, 1)
-	first, last := samples[:k], samples[n-k:]
+	first, last := samples[:1], samples[n-1:]
+	if n >= 3 {
+		first, last = samples[k:2*k], samples[n-k:]
+	}
 	mean := func(ss []SoakSample, f func(SoakSample) float64) float64 {
 		var sum float64
 		for _, s := range ss {
@@ -310,6 +332,7 @@ func verdictOf(samples []SoakSample) SoakVerdict {
 	v.RSSPct = change(func(s SoakSample) float64 { return s.RSSMiB })
 	v.RSSAnonPct = change(func(s SoakSample) float64 { return s.RSSAnonMiB })
 	v.OpenFilesPct = change(func(s SoakSample) float64 { return float64(s.OpenFiles) })
+	v.StoreFilePct = change(func(s SoakSample) float64 { return s.StoreFileMiB })
 	v.P99Pct = change(func(s SoakSample) float64 { return s.P99Ms })
 	v.RequestsRatePct = change(func(s SoakSample) float64 { return s.RequestsPerSecond })
 	known := true
@@ -320,12 +343,12 @@ func verdictOf(samples []SoakSample) SoakVerdict {
 		g := change(func(s SoakSample) float64 { return float64(*s.Goroutines) })
 		v.GoroutinesPct = &g
 	}
-	v.Flat = v.RSSPct <= maxSoakGrowth && v.OpenFilesPct <= maxSoakGrowth &&
+	v.Flat = v.RSSPct <= maxSoakGrowth && v.OpenFilesPct <= maxSoakGrowth && v.StoreFilePct <= maxSoakGrowth &&
 		(v.GoroutinesPct == nil || *v.GoroutinesPct <= maxSoakGrowth)
 	return v
 }
 
-const soakHeader = "sample  elapsed    RSS MiB  (anon)  goroutines  open files   req/s      p99  errors"
+const soakHeader = "sample  elapsed    RSS MiB  (anon)  goroutines  open files  file MiB   req/s      p99  errors"
 
 // writeSoakRow prints a sample as a row under soakHeader.
 func writeSoakRow(w io.Writer, s SoakSample) {
@@ -333,7 +356,10 @@ func writeSoakRow(w io.Writer, s SoakSample) {
 	if s.Goroutines != nil {
 		g = strconv.Itoa(*s.Goroutines)
 	}
-	rss, anon, fds := "-", "-", "-"
+	rss, anon, fds, file := "-", "-", "-", "-"
+	if s.StoreFileMiB > 0 {
+		file = fmt.Sprintf("%.1f", s.StoreFileMiB)
+	}
 	if s.RSSMiB > 0 {
 		rss = fmt.Sprintf("%.1f", s.RSSMiB)
 		anon = fmt.Sprintf("%.1f", s.RSSAnonMiB)
@@ -341,8 +367,8 @@ func writeSoakRow(w io.Writer, s SoakSample) {
 	if s.OpenFiles > 0 {
 		fds = strconv.Itoa(s.OpenFiles)
 	}
-	fmt.Fprintf(w, "%6d  %6.0fs  %9s  %6s  %10s  %10s  %6.0f  %7s  %6d\n",
-		s.Sample, s.ElapsedSeconds, rss, anon, g, fds, s.RequestsPerSecond, fmtMs(s.P99Ms), s.Errors)
+	fmt.Fprintf(w, "%6d  %6.0fs  %9s  %6s  %10s  %10s  %8s  %6.0f  %7s  %6d\n",
+		s.Sample, s.ElapsedSeconds, rss, anon, g, fds, file, s.RequestsPerSecond, fmtMs(s.P99Ms), s.Errors)
 }
 
 // writeVerdict prints the verdict line.
@@ -355,8 +381,8 @@ func writeVerdict(w io.Writer, v SoakVerdict) {
 	if v.GoroutinesPct != nil {
 		g = fmt.Sprintf("goroutines %+.1f%%", *v.GoroutinesPct)
 	}
-	fmt.Fprintf(w, "soak verdict: %s (last third against first third: RSS %+.1f%% (anonymous %+.1f%%), %s, open files %+.1f%%; p99 %+.1f%%, req/s %+.1f%%; flat is growth ≤ %.0f%%)\n",
-		word, v.RSSPct, v.RSSAnonPct, g, v.OpenFilesPct, v.P99Pct, v.RequestsRatePct, v.MaxGrowthPct)
+	fmt.Fprintf(w, "soak verdict: %s (after warm-up, last third against middle third: RSS %+.1f%% (anonymous %+.1f%%), %s, open files %+.1f%%, store file %+.1f%%; p99 %+.1f%%, req/s %+.1f%%; flat is growth ≤ %.0f%%)\n",
+		word, v.RSSPct, v.RSSAnonPct, g, v.OpenFilesPct, v.StoreFilePct, v.P99Pct, v.RequestsRatePct, v.MaxGrowthPct)
 }
 
 // runMixed runs -mode mixed and soak: it starts (or takes) the agent of
@@ -421,7 +447,7 @@ func runMixed(ctx context.Context, cfg *config, gen *synthagents.Generator, serv
 func soak(ctx context.Context, cfg *config, t *httpTarget, m *mixer, target string, stdout io.Writer) (int, error) {
 	c := cfg.concurrency[0]
 	t.concurrency = c
-	probe := &serverProbe{pid: cfg.serverPID, metrics: t.base + "/metrics", t: t, client: newHTTPClient(1, t.timeout)}
+	probe := &serverProbe{pid: cfg.serverPID, storeFile: cfg.storeFile, metrics: t.base + "/metrics", t: t, client: newHTTPClient(1, t.timeout)}
 	enc := json.NewEncoder(stdout)
 	if !cfg.json {
 		fmt.Fprintf(stdout, "soak %s  concurrency %d  %s, a sample every %s (server pid %d)\n", target, c, cfg.duration, cfg.sample, cfg.serverPID)

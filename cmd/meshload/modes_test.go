@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -185,13 +186,17 @@ func TestMixed(t *testing.T) {
 	}
 }
 
-// -mode soak samples the server (this process) at every interval and
-// compares the last third with the first.
+// -mode soak samples the server (this process) and its store file at
+// every interval and compares the last third with the middle one.
 func TestSoak(t *testing.T) {
 	_, base := newTestServer(t)
 	pid := strconv.Itoa(os.Getpid())
+	storeFile := t.TempDir() + "/mesh.db"
+	if err := os.WriteFile(storeFile, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out := runOut(t, 0, append(base, "-mode", "soak", "-server-pid", pid, "-d", "900ms", "-sample", "300ms",
-		"-c", "2", "-pool", "20", "-nqueries", "20", "-settle", "0", "-json")...)
+		"-c", "2", "-pool", "20", "-nqueries", "20", "-settle", "0", "-store-file", storeFile, "-json")...)
 	dec := json.NewDecoder(bytes.NewReader(out))
 	var samples []SoakSample
 	var rep SoakReport
@@ -229,6 +234,9 @@ func TestSoak(t *testing.T) {
 		if s.Goroutines == nil || *s.Goroutines <= 0 {
 			t.Errorf("sample %d: goroutines %v from /metrics", i+1, s.Goroutines)
 		}
+		if s.StoreFileMiB != 3 {
+			t.Errorf("sample %d: the store file is %v MiB, want 3", i+1, s.StoreFileMiB)
+		}
 		total += s.Requests
 	}
 	if rep.Total == nil || rep.Total.Requests != total || len(rep.Total.Kinds) != len(mixKinds) {
@@ -251,23 +259,42 @@ func TestSoak(t *testing.T) {
 func TestVerdict(t *testing.T) {
 	g := func(n int) *int { return &n }
 	flat := []SoakSample{
-		{RSSMiB: 50, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40), P99Ms: 5, RequestsPerSecond: 1000},
-		{RSSMiB: 60, RSSAnonMiB: 41, OpenFiles: 31, Goroutines: g(41), P99Ms: 6, RequestsPerSecond: 900},
-		{RSSMiB: 52, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40), P99Ms: 5, RequestsPerSecond: 1000},
+		{RSSMiB: 50, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40), StoreFileMiB: 8, P99Ms: 5, RequestsPerSecond: 1000},
+		{RSSMiB: 50, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40), StoreFileMiB: 8, P99Ms: 5, RequestsPerSecond: 1000},
+		{RSSMiB: 52, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40), StoreFileMiB: 8, P99Ms: 6, RequestsPerSecond: 900},
 	}
 	v := verdictOf(flat)
-	if !v.Flat || v.RSSPct != 4 || v.RSSAnonPct != 0 || v.OpenFilesPct != 0 || *v.GoroutinesPct != 0 || v.P99Pct != 0 {
+	if !v.Flat || v.RSSPct != 4 || v.RSSAnonPct != 0 || v.OpenFilesPct != 0 || *v.GoroutinesPct != 0 ||
+		v.StoreFilePct != 0 || v.P99Pct != 20 || v.RequestsRatePct != -10 {
 		t.Errorf("flat samples: %+v", v)
 	}
 	// The store's pages grow RSS, not its anonymous part: still growth.
-	leak := append(flat, SoakSample{RSSMiB: 70, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40)},
+	leak := append(slices.Clone(flat), SoakSample{RSSMiB: 70, RSSAnonMiB: 40, OpenFiles: 30, Goroutines: g(40)},
 		SoakSample{RSSMiB: 80, RSSAnonMiB: 41, OpenFiles: 30, Goroutines: g(40)},
 		SoakSample{RSSMiB: 90, RSSAnonMiB: 41, OpenFiles: 60, Goroutines: g(40)})
-	if v := verdictOf(leak); v.Flat || v.RSSPct != 54.5 || v.RSSAnonPct != 1.2 || v.OpenFilesPct != 47.5 {
+	if v := verdictOf(leak); v.Flat || v.RSSPct != 39.3 || v.RSSAnonPct != 2.5 || v.OpenFilesPct != 50 {
 		t.Errorf("growing samples: %+v", v)
+	}
+	// Growth in the first third is warm-up (the store filling up to its
+	// bounds); what follows it is judged.
+	warm := []SoakSample{
+		{RSSMiB: 40, OpenFiles: 30, StoreFileMiB: 10}, {RSSMiB: 80, OpenFiles: 30, StoreFileMiB: 60},
+		{RSSMiB: 100, OpenFiles: 30, StoreFileMiB: 70}, {RSSMiB: 101, OpenFiles: 30, StoreFileMiB: 70},
+		{RSSMiB: 99, OpenFiles: 30, StoreFileMiB: 70}, {RSSMiB: 102, OpenFiles: 30, StoreFileMiB: 70},
+	}
+	if v := verdictOf(warm); !v.Flat || v.RSSPct != 0 || v.StoreFilePct != 0 {
+		t.Errorf("growth during warm-up only: %+v", v)
+	}
+	// A store file that keeps growing is growth, whatever RSS does.
+	warm[5].StoreFileMiB, warm[4].StoreFileMiB = 90, 80
+	if v := verdictOf(warm); v.Flat || v.StoreFilePct != 21.4 {
+		t.Errorf("a growing store file: %+v", v)
 	}
 	if v := verdictOf([]SoakSample{{RSSMiB: 50}}); !v.Flat || v.GoroutinesPct != nil {
 		t.Errorf("one sample without goroutines: %+v", v)
+	}
+	if v := verdictOf([]SoakSample{{RSSMiB: 50}, {RSSMiB: 60}}); v.Flat || v.RSSPct != 20 {
+		t.Errorf("two samples, the last against the first: %+v", v)
 	}
 }
 
