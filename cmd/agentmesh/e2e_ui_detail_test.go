@@ -222,6 +222,42 @@ func TestE2EDashboardDetail(t *testing.T) {
 	assert.True(t, eval[bool](b, `document.getElementById('delegations-older').disabled && document.getElementById('delegations-newer').disabled`), "one page only")
 	assert.Equal(t, "#/delegations/"+accID, eval[string](b, `document.querySelector('#delegations-table tbody tr td.id a').getAttribute('href')`), "newest first, linked")
 
+	// Past 100, the list has pages: Older shows the rest, Newer the
+	// first again, together every delegation once, as the API lists them.
+	for i := range 100 {
+		r := c.do("POST", "/v1/delegate", map[string]any{"targetName": "billing", "task": "bulk " + strconv.Itoa(i)}).obj(t)
+		require.Equal(t, "completed", r["status"], r)
+	}
+	total := len(flakyIDs) + 3 + 100
+	b.do("reload the list", chromedp.Click(chromedp.CSS("#nav-agents")), chromedp.Click(chromedp.CSS("#nav-delegations")))
+	rowsJS := `[...document.querySelectorAll('#delegations-table tbody tr[data-delegation]')].map((r) => r.dataset.delegation)`
+	b.waitFor(5*time.Second, "a full first page", `document.querySelectorAll('#delegations-table tbody tr[data-delegation]').length === 100 && !document.getElementById('delegations-older').disabled`)
+	page1 := eval[[]string](b, rowsJS)
+	assert.True(t, eval[bool](b, `document.getElementById('delegations-newer').disabled`))
+	assert.Equal(t, "1–100", eval[string](b, `document.getElementById('delegations-page').textContent`))
+	b.do("older", chromedp.Click(chromedp.CSS("#delegations-older")))
+	b.waitFor(5*time.Second, "the second page", `document.querySelectorAll('#delegations-table tbody tr[data-delegation]').length === `+strconv.Itoa(total-100))
+	page2 := eval[[]string](b, rowsJS)
+	assert.Equal(t, "101–"+strconv.Itoa(total), eval[string](b, `document.getElementById('delegations-page').textContent`))
+	assert.True(t, eval[bool](b, `document.getElementById('delegations-older').disabled && !document.getElementById('delegations-newer').disabled`))
+	var all []map[string]any
+	c.do("GET", "/v1/delegations?limit=1000", nil).decode(t, &all)
+	require.Len(t, all, total)
+	var listed []string
+	for _, d := range all {
+		listed = append(listed, d["id"].(string))
+	}
+	assert.Equal(t, listed, append(append([]string(nil), page1...), page2...), "the two pages are the API's list, in order")
+	b.do("newer", chromedp.Click(chromedp.CSS("#delegations-newer")))
+	b.waitFor(5*time.Second, "the first page again", `document.querySelectorAll('#delegations-table tbody tr[data-delegation]').length === 100 && document.getElementById('delegations-newer').disabled`)
+	assert.Equal(t, page1, eval[[]string](b, rowsJS))
+
+	// An unknown delegation id: the API's error, no record.
+	b.at("unknown delegation")
+	b.goHash("#/delegations/00000000-0000-4000-8000-000000000000")
+	b.waitFor(5*time.Second, "the error is shown", `document.getElementById('delegation-error').textContent.includes('not_found')`)
+	assert.Equal(t, 0, eval[int](b, `document.querySelectorAll('#delegation-summary dd').length`))
+
 	// 400 px wide: the detail pages fit.
 	b.at("narrow")
 	for _, hash := range []string{"#/agents/flaky", "#/delegations/" + firstID} {
@@ -238,6 +274,9 @@ func TestE2EDashboardDetail(t *testing.T) {
 	}
 
 	time.Sleep(300 * time.Millisecond) // the last messages arrive
-	assert.Empty(t, b.problems(func(string, chromedp.ConsoleMessage) bool { return false }),
-		"console errors, warnings or page exceptions")
+	// Nothing went wrong in the page: the only console entry allowed is
+	// the browser's note of the unknown delegation's 404.
+	assert.Empty(t, b.problems(func(phase string, m chromedp.ConsoleMessage) bool {
+		return phase == "unknown delegation" && m.Source == "network" && strings.Contains(m.Text, "404")
+	}), "console errors, warnings or page exceptions")
 }
