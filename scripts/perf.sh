@@ -283,6 +283,6 @@ if [ -n "$soak" ]; then
 	load soak-seed -mode seed -n 10000 -c 8
 	port=$(free_port)
 	printf '\nsoak: 10k agents on bbolt, mixed load at c=8 for %s\n' "$soak"
-	"$ml" -url "$url" -mode soak -server-pid "$spid" -agent-addr "127.0.0.1:$port" -c 8 -d "$soak" -sample "$sample" -settle 60s
+	"$ml" -url "$url" -mode soak -server-pid "$spid" -store-file "$tmp/soak/mesh.db" -agent-addr "127.0.0.1:$port" -c 8 -d "$soak" -sample "$sample" -settle 60s
 	stop "$spid"
 fi
