@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/bbolt"
 
@@ -95,12 +96,25 @@ func (s *Store) enqueue(r *request) bool {
 // fsync. Requests that arrive meanwhile queue up for the next round, so
 // the batch size adapts to the load: one writer commits alone with no
 // added delay, N writers share a commit.
+//
+// After a commit of n > 1 requests it gathers before the next one: the n
+// writers just acknowledged are likely to write again (a client's next
+// registration), but over a network each comes back after a round trip,
+// and a commit started before they are back would carry only those
+// already there, leaving the others a whole commit to wait (measured over
+// HTTP at c=8: 3.8 writes a commit). So the next round waits until
+// n requests are queued, or for a bounded time (see gatherWait),
+// whichever comes first. A lone writer (n = 1) is never delayed.
 func (s *Store) run() {
 	defer close(s.done)
 	// The file is memory-mapped: a fault reading it (a damaged or truncated
 	// file) becomes a recoverable panic instead of killing the process.
 	debug.SetPanicOnFault(true)
-	var batch []*request
+	var (
+		batch []*request
+		last  int           // requests in the last commit
+		took  time.Duration // how long it took
+	)
 	for {
 		// Close wins over queued work: once quit is closed, what is still
 		// queued fails with ErrClosed rather than racing Close.
@@ -116,11 +130,17 @@ func (s *Store) run() {
 			return
 		case <-s.wake:
 		}
+		if last > 1 && !s.gather(last, gatherWait(took)) {
+			s.failPending()
+			return
+		}
 		s.mu.Lock()
 		batch, s.pending = s.pending, batch[:0]
 		s.mu.Unlock()
 		if len(batch) > 0 {
-			s.commit(batch)
+			start := time.Now()
+			last = s.commit(batch)
+			took = time.Since(start)
 			clear(batch) // drop the references before the slice is reused
 			// Let the writers just acknowledged queue their next write
 			// before the next batch is taken. Without this the writers
@@ -133,12 +153,52 @@ func (s *Store) run() {
 	}
 }
 
+// maxGather bounds the wait of gather.
+const maxGather = 10 * time.Millisecond
+
+// gatherWait is how long the committer waits for the writers of the last
+// commit, which took took: half a commit, at most maxGather. A writer
+// that misses a commit waits for the whole next one, so waiting up to
+// half of one for it costs the others less than leaving it behind costs
+// it, and at most a third more per commit.
+func gatherWait(took time.Duration) time.Duration {
+	return min(took/2, maxGather)
+}
+
+// gather waits until n requests are queued or wait has passed. It reports
+// false when Close is called meanwhile.
+func (s *Store) gather(n int, wait time.Duration) bool {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		queued := len(s.pending)
+		s.mu.Unlock()
+		if queued >= n {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-s.quit:
+			return false
+		case <-timer.C:
+			return true
+		case <-s.wake:
+		}
+	}
+	return true
+}
+
 // commit applies batch in one write transaction. Each request runs
 // against the transaction in queue order; one whose apply fails writes
 // nothing and keeps its own error, the others commit together. If the
 // commit itself fails, or a request aborts the transaction (an
 // *abortError), every request that had not already failed gets that error.
-func (s *Store) commit(batch []*request) {
+// It returns the number of requests it committed or failed (those not
+// withdrawn by their callers).
+func (s *Store) commit(batch []*request) int {
 	taken := batch[:0] // filtered in place
 	for _, r := range batch {
 		if r.state.CompareAndSwap(stateQueued, stateTaken) {
@@ -146,7 +206,7 @@ func (s *Store) commit(batch []*request) {
 		}
 	}
 	if len(taken) == 0 {
-		return
+		return 0
 	}
 	err := s.update(func(tx *bbolt.Tx) error {
 		for _, r := range taken {
@@ -160,12 +220,14 @@ func (s *Store) commit(batch []*request) {
 		return nil
 	})
 	s.commits.Add(1)
+	s.writes.Add(uint64(len(taken)))
 	for _, r := range taken {
 		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("boltstore: %s: %w", r.op, err)
 		}
 		close(r.done)
 	}
+	return len(taken)
 }
 
 // applyAgent is the apply of an UpdateAgent call: it runs fn against the

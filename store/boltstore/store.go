@@ -89,7 +89,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	commits atomic.Uint64 // committed transactions, for tests and benchmarks
+	commits atomic.Uint64 // write transactions of the committer, for tests and benchmarks
+	writes  atomic.Uint64 // requests they carried
 
 	pruneChunkDone func() // test hook: called after each chunk of a prune commits
 }
@@ -213,7 +214,7 @@ func (s *Store) Close() error {
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("boltstore: close %s: %w", s.path, err)
 		}
-		s.log.Info("boltstore: closed", "path", s.path)
+		s.log.Info("boltstore: closed", "path", s.path, "commits", s.commits.Load(), "writes", s.writes.Load())
 	})
 	return s.closeErr
 }
