@@ -170,3 +170,34 @@ func TestE2EDashboardRouting(t *testing.T) {
 	assert.Empty(t, b.problems(func(string, chromedp.ConsoleMessage) bool { return false }),
 		"console errors, warnings or page exceptions")
 }
+
+// TestE2EDashboardRoutingOff: with --routing=false the Routing page says
+// routing is off instead of showing an empty table, and the charts still
+// count delegations.
+func TestE2EDashboardRoutingOff(t *testing.T) {
+	b := newBrowser(t)
+	ag := newAgents(t)
+	p := startServe(t, serveSpec{token: e2eMeshToken, args: []string{"--routing=false", "--allow-private-endpoints", "--store", "memory"}})
+	c := p.client()
+	require.Equal(t, http.StatusCreated, c.do("POST", "/v1/agents", agentJSON("billing", ag.url("/sync"), "billing")).status)
+	require.Equal(t, "completed", c.do("POST", "/v1/delegate", map[string]any{"targetName": "billing", "task": "refund"}).obj(t)["status"])
+	c.do("GET", "/v1/routing/decisions", nil).requireError(t, http.StatusNotFound, "not_found")
+
+	b.at("routing off")
+	b.do("open /ui/", chromedp.Navigate(p.url+"/ui/#/routing"))
+	b.signIn(e2eMeshToken)
+	b.waitFor(5*time.Second, "routing is said to be off", `document.getElementById('routing-error').textContent.startsWith('Routing is off on this server')`)
+	assert.Equal(t, "—", eval[string](b, `document.getElementById('routing-sessions').textContent`))
+	assert.Equal(t, 0, eval[int](b, `document.querySelectorAll('#decisions-table tbody tr[data-request]').length`))
+	b.at("charts")
+	b.do("open Charts", chromedp.Click(chromedp.CSS("#nav-charts")))
+	b.waitFor(5*time.Second, "the delegation is drawn", `document.getElementById('charts-summary').textContent === '1 delegation in the last hour'`)
+	assert.Equal(t, 1, eval[int](b, `document.querySelectorAll('#chart-counts rect.bar.completed').length`))
+
+	time.Sleep(300 * time.Millisecond)
+	// The only console entries allowed: the browser's notes of the two
+	// routes routing leaves out, answered 404.
+	assert.Empty(t, b.problems(func(phase string, m chromedp.ConsoleMessage) bool {
+		return phase == "routing off" && m.Source == "network" && strings.Contains(m.Text, "404")
+	}), "console errors, warnings or page exceptions")
+}

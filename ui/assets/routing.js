@@ -5,7 +5,7 @@
 // shown only to the admin scope: the API leaves it out for every other
 // token, and the events never carry it. The page knows it serves an admin
 // by the texts the API returns (it asks no route that would refuse).
-import {ApiError, getJSON} from './api.js';
+import {ApiError, getJSON, request} from './api.js';
 import {$, badge, cell, el, fill, guard, time} from './app.js';
 
 // shown is how many decisions the table lists.
@@ -20,7 +20,7 @@ let reloadTimer = 0;
 export function showRouting() {
   visible = true;
   document.title = 'Routing · agentmesh';
-  return Promise.all([loadDecisions(), loadSessions()]);
+  return loadAll();
 }
 
 // hideRouting is called when another page is shown.
@@ -61,15 +61,26 @@ export function routingEvent(ev) {
     return;
   }
   clearTimeout(reloadTimer);
-  reloadTimer = setTimeout(() => {
-    loadDecisions();
-    loadSessions();
-  }, 300);
+  reloadTimer = setTimeout(loadAll, 300);
+}
+
+// loadAll reloads the count, then the decisions: one after the other,
+// since both report on the page's one error line.
+async function loadAll() {
+  await loadSessions();
+  await loadDecisions();
 }
 
 async function loadDecisions() {
   await guard('routing-error', async () => {
-    decisions = await getJSON(`/v1/routing/decisions?limit=${shown}`);
+    try {
+      decisions = await getJSON(`/v1/routing/decisions?limit=${shown}`);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        throw new ApiError(404, 'not_found', 'Routing is off on this server (agentmesh serve --routing=false): it keeps no decisions.');
+      }
+      throw err;
+    }
     // Only the admin scope gets the texts, and with them the sessions.
     canReadSessions = decisions.some((d) => d.text !== undefined);
     $('session-view').hidden = !canReadSessions;
@@ -79,8 +90,8 @@ async function loadDecisions() {
 
 async function loadSessions() {
   await guard('routing-error', async () => {
-    const s = await getJSON('/v1/stats/sessions');
-    $('routing-sessions').textContent = String(s.active);
+    const res = await request('/v1/stats/sessions', {accept: [404]});
+    $('routing-sessions').textContent = res.status === 404 ? '—' : String((await res.json()).active);
   });
 }
 
