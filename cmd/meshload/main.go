@@ -11,6 +11,7 @@
 //	meshload -mode delegate -c 1,8 -d 5s      # direct POST to an echo agent, then through the mesh
 //	meshload -mode mixed -c 8 -d 10s          # discover 70 %, delegate 20 %, register/heartbeat 10 %
 //	meshload -mode soak -server-pid PID       # mixed for 10 min, the server's RSS, goroutines, files every 30 s
+//	meshload -mode fill -store-file F.db      # 100,000 delegation records and audit entries into a bbolt file, before serve
 //	meshload -mode fsync -d 3s -dir DIR       # fdatasync p50 of 4 KiB writes in DIR: the disk's limit
 //
 // Each HTTP worker has its own client and keep-alive connection. The
@@ -36,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentmesh/agentmesh/delegation"
 	"github.com/agentmesh/agentmesh/internal/harness/synthagents"
 )
 
@@ -89,6 +91,10 @@ Modes (-mode):
              growth after warm-up: the last third of the samples against
              the middle third (the first third warms up: caches, and the
              store filling up to its retention bounds)
+  fill       write -n (default 100000, the default bounds) finished
+             delegation records and as many audit entries, shaped like
+             the soak's, into the bbolt file -store-file before a server
+             opens it, so that a soak runs with the store at its bounds
   fsync      -d of 4 KiB writes, each followed by fdatasync (as bbolt
              commits), on a file in -dir: p50, and the disk's limit of
              durable commits at the first -c level: c ÷ p50
@@ -137,7 +143,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	conc := "8"
 	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8766", "base URL of the agentmesh server")
 	fs.StringVar(&cfg.token, "token", env("MESH_TOKEN"), "bearer token (default $MESH_TOKEN)")
-	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak or fsync")
+	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak, fill or fsync")
 	fs.StringVar(&cfg.path, "path", "/health", "path and query for -mode get, relative to -url")
 	fs.StringVar(&conc, "c", conc, "concurrent workers, each with its own keep-alive connection; a list (1,8) runs each level")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run the -c levels this many times over")
@@ -161,7 +167,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	fs.StringVar(&cfg.task, "task", "Summarize the open invoices of the finance team.", "task text of direct and delegate requests")
 	fs.IntVar(&cfg.pool, "pool", 1000, "mixed, soak: synthetic agents 0 … pool-1 (named with -prefix) that registrations and heartbeats go to")
 	fs.DurationVar(&cfg.sample, "sample", 30*time.Second, "soak: sampling interval")
-	fs.StringVar(&cfg.storeFile, "store-file", "", "soak: the server's store file (its bbolt file), whose size each sample reports")
+	fs.StringVar(&cfg.storeFile, "store-file", "", "soak: the server's store file (its bbolt file), whose size each sample reports; fill: the bbolt file to fill")
 	fs.StringVar(&cfg.dir, "dir", ".", "fsync: directory of the probe's file (the store's)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -275,6 +281,13 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 	if cfg.mode == "takeover" {
 		return runTakeover(ctx, cfg, gen, stderr)
 	}
+	if cfg.mode == "fill" {
+		n := delegation.DefaultMaxRecords
+		if cfg.nSet {
+			n = cfg.n
+		}
+		return runFill(ctx, cfg, n, stderr)
+	}
 	switch cfg.mode {
 	case "fsync":
 		r, err := runFsync(ctx, cfg, cfg.concurrency[0])
@@ -350,7 +363,7 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 		settle(ctx, cfg, serverCPU, stderr)
 		return 0, interrupted(ctx)
 	default:
-		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak or fsync", cfg.mode)
+		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak, fill or fsync", cfg.mode)
 	}
 	for range cfg.repeat {
 		for _, c := range cfg.concurrency {
