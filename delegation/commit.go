@@ -17,6 +17,11 @@ const maxBatch = 1000
 // (one commit) and starts over, so the batch size follows the load: a lone
 // record is written at once, and records that arrive during a commit share
 // the next one. Only the latest version of a record is queued.
+//
+// A running record is held for runningHold before it is written: most
+// synchronous delegations finish within it, and then only their final
+// record is written, one write instead of two (docs/DESIGN.md#delegation-records).
+// A flush writes held records at once.
 type committer struct {
 	store   Store
 	log     *slog.Logger
@@ -24,7 +29,9 @@ type committer struct {
 
 	mu       sync.Mutex
 	queue    []Record
-	index    map[string]int // id → position in queue
+	index    map[string]int       // id → position in queue
+	held     map[string]time.Time // id → when its queued running version is due
+	hold     time.Duration        // runningHold; tests change it
 	flushers []chan struct{}
 
 	wake chan struct{}
@@ -39,6 +46,8 @@ func newCommitter(store Store, log *slog.Logger, durable func([]Record)) *commit
 		log:     log,
 		durable: durable,
 		index:   make(map[string]int),
+		held:    make(map[string]time.Time),
+		hold:    runningHold,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -47,9 +56,21 @@ func newCommitter(store Store, log *slog.Logger, durable func([]Record)) *commit
 	return w
 }
 
+// runningHold is how long a running record waits in the queue for its
+// final version before it is written: a crash within it loses the record
+// of a delegation whose caller never got an answer (docs/DESIGN.md#delegation-records).
+const runningHold = 10 * time.Millisecond
+
 // put queues rec, replacing a queued older version of it.
 func (w *committer) put(rec Record) {
 	w.mu.Lock()
+	if rec.Status == StatusRunning {
+		if _, ok := w.held[rec.ID]; !ok {
+			w.held[rec.ID] = time.Now().Add(w.hold)
+		}
+	} else {
+		delete(w.held, rec.ID)
+	}
 	if i, ok := w.index[rec.ID]; ok {
 		w.queue[i] = rec
 	} else {
@@ -93,19 +114,20 @@ func (w *committer) stop() {
 func (w *committer) run() {
 	defer close(w.done)
 	backoff := time.Duration(0)
+	next := time.Duration(0) // until the earliest held record is due; 0: none held
 	for {
-		if backoff > 0 {
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-w.quit:
-				t.Stop()
-			}
-		} else {
-			select {
-			case <-w.wake:
-			case <-w.quit:
-			}
+		var timer <-chan time.Time
+		wake := w.wake
+		switch {
+		case backoff > 0:
+			timer, wake = time.After(backoff), nil
+		case next > 0:
+			timer = time.After(next)
+		}
+		select {
+		case <-timer:
+		case <-wake:
+		case <-w.quit:
 		}
 		select {
 		case <-w.quit:
@@ -113,7 +135,8 @@ func (w *committer) run() {
 			return
 		default:
 		}
-		if w.round() {
+		var ok bool
+		if ok, next = w.round(false); ok {
 			backoff = 0
 		} else {
 			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
@@ -121,14 +144,17 @@ func (w *committer) run() {
 	}
 }
 
-// round writes everything queued. It reports false if a write failed (the
-// records not written are queued again, unless a newer version was queued
-// meanwhile).
-func (w *committer) round() bool {
+// round writes what is queued: everything when all is set or a flush
+// waits, else all but the running records still held. It reports false
+// if a write failed (the records not written are queued again, unless a
+// newer version was queued meanwhile), and how long until the earliest
+// record it left held is due (0: none).
+func (w *committer) round(all bool) (bool, time.Duration) {
 	w.mu.Lock()
 	batch, flushers := w.queue, w.flushers
 	w.queue, w.flushers = nil, nil
 	clear(w.index)
+	next := w.keepHeld(&batch, all || len(flushers) > 0)
 	w.mu.Unlock()
 	for len(batch) > 0 {
 		n := min(len(batch), maxBatch)
@@ -138,7 +164,7 @@ func (w *committer) round() bool {
 		if err != nil {
 			w.log.Warn("delegation records not written; retrying", "records", len(batch), "err", err)
 			w.requeue(batch, flushers)
-			return false
+			return false, next
 		}
 		w.durable(batch[:n])
 		batch = batch[n:]
@@ -146,7 +172,35 @@ func (w *committer) round() bool {
 	for _, ch := range flushers {
 		close(ch)
 	}
-	return true
+	return true, next
+}
+
+// keepHeld moves the running records of *batch that are held and not yet
+// due back to the (emptied) queue, unless all, and returns how long until
+// the earliest of them is due (0: none). The records left in *batch are
+// no longer held. w.mu is held.
+func (w *committer) keepHeld(batch *[]Record, all bool) time.Duration {
+	if len(w.held) == 0 {
+		return 0
+	}
+	now := time.Now()
+	var next time.Duration
+	take := (*batch)[:0] // filtered in place; w.queue is a new slice
+	for _, rec := range *batch {
+		due, held := w.held[rec.ID]
+		if held && !all && now.Before(due) {
+			w.index[rec.ID] = len(w.queue)
+			w.queue = append(w.queue, rec)
+			if wait := due.Sub(now); next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		delete(w.held, rec.ID)
+		take = append(take, rec)
+	}
+	*batch = take
+	return next
 }
 
 // requeue puts back the records of a failed write, except those a newer
@@ -166,7 +220,7 @@ func (w *committer) requeue(batch []Record, flushers []chan struct{}) {
 // drain makes a few last attempts to write what is queued.
 func (w *committer) drain() {
 	for range 3 {
-		if w.round() {
+		if ok, _ := w.round(true); ok {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -1,0 +1,11 @@
+package delegation
+
+import "time"
+
+// SetRunningHold changes how long c's group commit holds running records
+// (runningHold), for the records queued from now on.
+func (c *Client) SetRunningHold(d time.Duration) {
+	c.commit.mu.Lock()
+	c.commit.hold = d
+	c.commit.mu.Unlock()
+}
