@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,6 +17,12 @@ import (
 // DefaultDecisions is how many decisions a [Routing] keeps when
 // [RoutingOptions.Size] is zero.
 const DefaultDecisions = 500
+
+// DefaultMaxTextRunes is how much of a message's text a [Decision] keeps
+// when [RoutingOptions.MaxTextRunes] is zero: with DefaultDecisions, at
+// most 2 MB of text (the router takes messages of up to
+// routing.MaxInputRunes, ten times more).
+const DefaultMaxTextRunes = 1000
 
 // Decision is one routing decision as the dashboard shows it: what the
 // router decided for a message, and enough about the message to tell two
@@ -53,13 +60,16 @@ type Decision struct {
 	// Principal is the principal of the caller that sent the message
 	// ([principal.Default] for a caller without one).
 	Principal string `json:"principal"`
-	// Text is the message itself, for the admin scope only.
+	// Text is the message itself, for the admin scope only: its first
+	// RoutingOptions.MaxTextRunes characters.
 	Text string `json:"text,omitempty"`
+	// TextTruncated is set when Text is only the start of the message.
+	TextTruncated bool `json:"text_truncated,omitempty"`
 }
 
 // Redacted returns d without the message's text.
 func (d Decision) Redacted() Decision {
-	d.Text = ""
+	d.Text, d.TextTruncated = "", false
 	return d
 }
 
@@ -69,6 +79,9 @@ type RoutingOptions struct {
 	// Size is how many decisions are kept, the newest replacing the
 	// oldest. Zero or less means DefaultDecisions.
 	Size int
+	// MaxTextRunes is how many characters of a message's text are kept.
+	// Zero or less means DefaultMaxTextRunes.
+	MaxTextRunes int
 	// Now is the clock stamping decisions. Nil means time.Now.
 	Now func() time.Time
 	// OnRecord, if set, is called with every decision recorded (its
@@ -87,6 +100,7 @@ type RoutingOptions struct {
 type Routing struct {
 	now      func() time.Time
 	onRecord func(Decision)
+	maxText  int
 
 	mu   sync.Mutex
 	ring []Decision // oldest first until full, then from next
@@ -106,7 +120,10 @@ func NewRouting(opts *RoutingOptions) *Routing {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Routing{now: o.Now, onRecord: o.OnRecord, ring: make([]Decision, 0, o.Size)}
+	if o.MaxTextRunes <= 0 {
+		o.MaxTextRunes = DefaultMaxTextRunes
+	}
+	return &Routing{now: o.Now, onRecord: o.OnRecord, maxText: o.MaxTextRunes, ring: make([]Decision, 0, o.Size)}
 }
 
 type inputKey struct{}
@@ -156,11 +173,25 @@ func (r *Routing) Observe(ctx context.Context, resp routing.Response, err error)
 		d.Principal = principal.Of(p.Name)
 	}
 	if text, ok := InputFrom(ctx); ok {
-		d.Text = text
 		d.InputLen = utf8.RuneCountInString(text)
 		d.InputHash = InputHash(text)
+		d.Text = text
+		if d.InputLen > r.maxText {
+			d.Text, d.TextTruncated = strings.Clone(prefix(text, r.maxText)), true
+		}
 	}
 	r.Record(d)
+}
+
+// prefix returns the first n runes of s.
+func prefix(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // InputHash is the hash a [Decision] shows of a message: the first 8

@@ -80,6 +80,21 @@ func TestRoutingObserveTakesTheInputFromTheContext(t *testing.T) {
 	require.Len(t, published, 3)
 }
 
+// A long message keeps its first MaxTextRunes characters, its length and
+// hash those of the whole.
+func TestRoutingKeepsTheStartOfALongText(t *testing.T) {
+	r := activity.NewRouting(&activity.RoutingOptions{MaxTextRunes: 4})
+	r.Observe(activity.WithInput(context.Background(), "ééééé long"), routing.Response{}, nil)
+	r.Observe(activity.WithInput(context.Background(), "four"), routing.Response{}, nil)
+	got := r.Recent(0, nil)
+	assert.Equal(t, "four", got[0].Text)
+	assert.False(t, got[0].TextTruncated)
+	assert.Equal(t, "éééé", got[1].Text)
+	assert.True(t, got[1].TextTruncated)
+	assert.Equal(t, 10, got[1].InputLen)
+	assert.Equal(t, activity.InputHash("ééééé long"), got[1].InputHash)
+}
+
 func TestNilRoutingIsInert(t *testing.T) {
 	var r *activity.Routing
 	r.Record(activity.Decision{})
@@ -110,7 +125,7 @@ func TestRoutingConcurrentUse(t *testing.T) {
 // 16-hex-digit hash, keeps its text for the admin, and Redacted drops
 // only the text.
 func FuzzRoutingObserve(f *testing.F) {
-	for _, s := range []string{"refund invoice 42", "", "réfund ✓", "\xff\xfe", strings.Repeat("a", 4000)} {
+	for _, s := range []string{"refund invoice 42", "", "réfund ✓", "\xff\xfe", strings.Repeat("a", 4000), strings.Repeat("é", 1000) + "x"} {
 		f.Add(s)
 	}
 	hexDigits := regexp.MustCompile(`^[0-9a-f]{16}$`)
@@ -122,10 +137,13 @@ func FuzzRoutingObserve(f *testing.F) {
 		d := got[0]
 		assert.Equal(t, utf8.RuneCountInString(text), d.InputLen)
 		assert.Regexp(t, hexDigits, d.InputHash)
-		assert.Equal(t, text, d.Text)
+		assert.True(t, strings.HasPrefix(text, d.Text))
+		assert.Equal(t, d.InputLen > activity.DefaultMaxTextRunes, d.TextTruncated)
+		assert.Equal(t, min(d.InputLen, activity.DefaultMaxTextRunes), utf8.RuneCountInString(d.Text))
 		red := d.Redacted()
 		assert.Empty(t, red.Text)
-		red.Text = text
+		assert.False(t, red.TextTruncated)
+		red.Text, red.TextTruncated = d.Text, d.TextTruncated
 		assert.Equal(t, d, red)
 		b, err := json.Marshal(d.Redacted())
 		require.NoError(t, err)

@@ -112,7 +112,7 @@ function render() {
         : el('code', {text: d.session_id.slice(0, 8), attrs: {title: d.session_id}});
     }
     const text = d.text !== undefined
-      ? el('span', {cls: 'message', text: d.text})
+      ? el('span', {cls: 'message', text: d.text_truncated ? `${d.text} … (${d.input_len} chars in all)` : d.text})
       : el('span', {cls: 'hint', text: canReadSessions && d.input_len > 0 ? '…' : 'admin only'});
     return el('tr', {attrs: {'data-request': d.request_id, 'data-decision': d.decision || 'failed'}},
       cell(table, 0, time(d.time)),
