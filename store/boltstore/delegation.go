@@ -221,9 +221,15 @@ func delegationBucketsOf(tx *bbolt.Tx) (delegationBuckets, error) {
 	}
 	// Records are created and finish in time order, so these two indexes
 	// grow at their end: pages split full rather than half full
-	// (measured at 100,000 records: about half the pages).
+	// (measured at 100,000 records: about half the pages). The status and
+	// target indexes grow at the end of each status's or target's range
+	// (their keys are the prefix, then the creation time), so the same
+	// holds for them: in a soak's file they were half full (50 %, against
+	// 89 % for by_created), 5.6 of its 22 MiB of delegations.
 	d.byCreated.FillPercent = appendFillPercent
 	d.byFinished.FillPercent = appendFillPercent
+	d.byStatus.FillPercent = appendFillPercent
+	d.byTarget.FillPercent = appendFillPercent
 	return d, nil
 }
 
