@@ -145,7 +145,12 @@ func (e *Engine) Remove(name string) bool {
 // concatenated names ("airqualityforecast") uses the vocabulary of every
 // agent in the set; agents added later with Put are segmented against the
 // vocabulary indexed at that time.
-func (e *Engine) Reset(agents []registry.Agent) {
+func (e *Engine) Reset(agents []registry.Agent) { e.reset(agents, false) }
+
+// reset is Reset; shared says the records are a registry's, which it never
+// modifies: the index then shares their slices and maps instead of
+// copying them.
+func (e *Engine) reset(agents []registry.Agent, shared bool) {
 	ix := newIndex(e.scoring())
 	ix.bulk = true
 	// The vocabulary first, so that every name is segmented against all
@@ -158,7 +163,11 @@ func (e *Engine) Reset(agents []registry.Agent) {
 	}
 	known := func(w string) bool { return vocab[w] }
 	for _, a := range agents {
-		a = a.Redacted()
+		if shared {
+			a = a.RedactedView()
+		} else {
+			a = a.Redacted()
+		}
 		own := agentWords(&a, &e.text)
 		an := analyze(&a, own, known, &e.text)
 		ix.put(a, own, &an, &e.text)
@@ -233,7 +242,7 @@ func (e *Engine) Follow(src registry.Subscriber) (stop func()) {
 	wake, quit, done := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	go e.applyLoop(wake, quit, done)
 	unsubscribe, _ := registry.Follow(src, func(snapshot []registry.Agent) error {
-		e.Reset(snapshot)
+		e.reset(snapshot, true)
 		return nil
 	}, func(ev registry.Event) {
 		e.enqueue(ev)
@@ -314,7 +323,10 @@ func (e *Engine) applyBatch(batch []registry.Event) {
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Type == registry.EventPut || ev.Type == registry.EventHeartbeat {
-			a := ev.Agent.Redacted()
+			// The registry never modifies an event's record: share its
+			// slices and maps instead of copying them (Put, whose caller
+			// may, copies).
+			a := ev.Agent.RedactedView()
 			puts[i] = pendingPut{agent: a, own: agentWords(&a, &e.text)}
 		}
 	}
