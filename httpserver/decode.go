@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -18,13 +19,19 @@ import (
 const DefaultMaxBodyBytes = 1 << 20
 
 // readBody checks the request's Content-Type and reads its body, at most
-// limit bytes.
+// limit bytes, into a buffer of its own.
 //
 // A missing Content-Type is accepted (clients of the seed send JSON
 // without one); any other type than application/json or application/*+json
 // (charset, if given, utf-8) is refused with 415.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	return readBodyInto(w, r, limit, new(bytes.Buffer))
+}
+
+// readBodyInto is readBody reading into buf (reset first); the body it
+// returns is buf's bytes.
+func readBodyInto(w http.ResponseWriter, r *http.Request, limit int64, buf *bytes.Buffer) ([]byte, *apiError) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, params, err := mime.ParseMediaType(ct)
 		isJSON := err == nil && (mt == "application/json" ||
 			(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")))
@@ -39,7 +46,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	buf.Reset()
+	buf.Grow(int(max(r.ContentLength, 0)) + bytes.MinRead)
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	body := buf.Bytes()
 	if err != nil {
@@ -51,6 +59,16 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 	}
 	return body, nil
 }
+
+// bodyBuffers recycles the buffers decodeBody reads request bodies into.
+// A body's bytes are not needed once it is decoded: encoding/json copies
+// what the value keeps (strings, json.RawMessage), and so do our own
+// UnmarshalJSON methods.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody is the largest buffer put back in bodyBuffers: the rare
+// large body does not keep its memory alive in the pool.
+const maxPooledBody = 64 << 10
 
 func tooLarge(limit int64) *apiError {
 	return errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,

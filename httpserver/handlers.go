@@ -51,7 +51,13 @@ func (s *Server) routes(metrics bool) {
 
 // decodeBody reads and decodes the request's JSON body into dst.
 func (s *Server) decodeBody(w *recorder, r *http.Request, dst any) *apiError {
-	body, e := readBody(w, r, s.maxBody)
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+	}()
+	body, e := readBodyInto(w, r, s.maxBody, buf)
 	if e != nil {
 		return e
 	}
