@@ -1,6 +1,7 @@
 package delegation_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"sync"
@@ -80,4 +81,59 @@ func TestHeldRunningRecordIsWrittenAfterTheHold(t *testing.T) {
 	close(release)
 	got := <-done
 	assert.Equal(t, delegation.StatusCompleted, e.stored(got.ID).Status)
+}
+
+// TestRecordsShareACommit: the final records of delegations that finish
+// within the group commit's linger are written together, in one store
+// write, and each is readable from the client before it is durable. The
+// linger is made an hour long: Close writes them.
+func TestRecordsShareACommit(t *testing.T) {
+	st := newMemStore()
+	e := newEnvWith(t, config{store: st})
+	e.c.SetRunningHold(time.Hour)
+	e.c.SetCommitLinger(time.Hour)
+	e.agentServer("fast", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"result":"done"}`)
+	})
+	before := st.puts.Load()
+	const n = 10
+	ids := make([]string, n)
+	for i := range ids {
+		rec := e.delegate(delegation.Request{Target: "fast", Task: "t"})
+		require.Equal(t, delegation.StatusCompleted, rec.Status, "%+v", rec)
+		got, err := e.c.Get(context.Background(), rec.ID)
+		require.NoError(t, err, "a completed delegation is readable before its record is durable")
+		assert.Equal(t, delegation.StatusCompleted, got.Status)
+		ids[i] = rec.ID
+	}
+	assert.Equal(t, before, st.puts.Load(), "no write before the linger ends")
+	require.NoError(t, e.c.Close())
+	assert.Equal(t, before+1, st.puts.Load(), "the %d records share one write", n)
+	for _, id := range ids {
+		r, ok := st.get(id)
+		require.True(t, ok, "record %s lost", id)
+		assert.Equal(t, delegation.StatusCompleted, r.Status)
+	}
+}
+
+// TestFlushSkipsTheHoldAndTheLinger: a synchronous delegation its agent
+// accepts (202) moves to the store through a flush, which writes its held
+// running record at once: with an hour's hold and linger, the accepted
+// record is still in the store while the delegation waits for its
+// callback, and the callback completes it.
+func TestFlushSkipsTheHoldAndTheLinger(t *testing.T) {
+	e := newEnv(t, nil)
+	e.c.SetRunningHold(time.Hour)
+	e.c.SetCommitLinger(time.Hour)
+	got := asyncAgent(e, "slowpoke")
+	done := goDelegate(e, delegation.Request{Target: "slowpoke", Task: "long job", Timeout: time.Minute})
+	tr := <-got
+	acc := e.stored(tr.DelegationID, delegation.StatusAccepted)
+	assert.Equal(t, delegation.StatusAccepted, acc.Status)
+	code, body := callBack(t, tr.CallbackURL, `{"status":"completed","result":{"rows":3}}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	rec := receive(t, done)
+	assert.Equal(t, delegation.StatusCompleted, rec.Status, rec.Error)
+	assert.Equal(t, delegation.StatusCompleted, e.stored(rec.ID).Status)
 }
