@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"syscall"
 	"testing"
 	"time"
@@ -107,19 +108,31 @@ func benchMesh(b *testing.B) (*registry.Registry, *discovery.Engine, *delegation
 // that writes JSON-RPC lines and only splits the replies into lines (as
 // meshload's), with 8 calls in flight, over 1,000 synthetic agents. The
 // searcher is the engine itself (its encoder) or one hiding the encoder
-// (the result built from discovery.Result values).
+// (the result built from discovery.Result values); NewStdio is the server
+// on the transport of mcpserver.NewStdio, which answers these calls
+// itself.
 func BenchmarkDiscoverStdio(b *testing.B) {
 	reg, engine, del, queries := benchMesh(b)
 	for _, bc := range []struct {
 		name   string
 		search discovery.Searcher
-	}{{"engine", engine}, {"results", plainSearcher{engine}}} {
+		stdio  bool
+	}{{"engine", engine, false}, {"results", plainSearcher{engine}, false}, {"NewStdio", engine, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			srv, err := mcpserver.New(reg, bc.search, del, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := startRaw(b, srv)
+			c := startRawOn(b, func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport) {
+				if bc.stdio {
+					srv, tr, err := mcpserver.NewStdio(reg, bc.search, del, nil, stdin, stdout)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return srv, tr
+				}
+				srv, err := mcpserver.New(reg, bc.search, del, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return srv, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+			}, "2025-06-18")
 			calls := make([][]byte, len(queries))
 			for i, q := range queries {
 				calls[i], _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i + 10, "method": "tools/call",

@@ -30,9 +30,23 @@ func startRaw(tb testing.TB, srv *mcp.Server) *rawClient {
 // for.
 func startRawVersion(tb testing.TB, srv *mcp.Server, version string) *rawClient {
 	tb.Helper()
+	return startRawOn(tb, func(r io.Reader, w io.Writer) (*mcp.Server, mcp.Transport) {
+		return srv, &mcp.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{w}}
+	}, version)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// startRawOn is startRawVersion with the server and transport that
+// serve gives for the server's stdin and stdout.
+func startRawOn(tb testing.TB, serve func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport), version string) *rawClient {
+	tb.Helper()
 	cr, sw := io.Pipe() // server → client
 	sr, cw := io.Pipe() // client → server
-	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: sr, Writer: sw}, nil)
+	srv, tr := serve(sr, sw)
+	ss, err := srv.Connect(context.Background(), tr, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

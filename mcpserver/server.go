@@ -105,8 +105,14 @@ Failures are tool errors whose text starts with a code: invalid_argument (fix th
 // [HTTPHandler]. It is safe for concurrent use, as reg, search and del
 // must be.
 func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options) (*mcp.Server, error) {
+	srv, _, err := newServer(reg, search, del, opts)
+	return srv, err
+}
+
+// newServer is [New], also returning the tools it serves.
+func newServer(reg Registry, search discovery.Searcher, del Delegations, opts *Options) (*mcp.Server, *tools, error) {
 	if reg == nil || search == nil || del == nil {
-		return nil, errors.New("mcpserver: New needs a registry, a searcher and a delegation client")
+		return nil, nil, errors.New("mcpserver: New needs a registry, a searcher and a delegation client")
 	}
 	var o Options
 	if opts != nil {
@@ -131,10 +137,10 @@ func New(reg Registry, search discovery.Searcher, del Delegations, opts *Options
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	if err := t.add(srv); err != nil {
-		return nil, fmt.Errorf("mcpserver: %w", err)
+		return nil, nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	srv.AddReceivingMiddleware(argumentErrors, advertiseOutputs(t.outputs), fastCalls(t.fast))
-	return srv, nil
+	return srv, t, nil
 }
 
 // DefaultMaxBodyBytes is the request body limit of [HTTPHandler] when

@@ -1,16 +1,19 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
@@ -110,10 +113,28 @@ func wireMesh(t *testing.T) (*registry.Registry, *discovery.Engine, *delegation.
 func TestWireUnchanged(t *testing.T) {
 	reg, engine, del := wireMesh(t)
 	var got []byte
-	for _, search := range []discovery.Searcher{engine, plainSearcher{engine}} {
-		srv, err := mcpserver.New(reg, search, del, nil)
-		require.NoError(t, err)
-		c := startRaw(t, srv)
+	// The server on the SDK's stdio transport with each searcher, then on
+	// NewStdio's (which answers the plain calls itself).
+	type variant struct {
+		search discovery.Searcher
+		stdio  bool
+	}
+	sdkEnd := 0
+	for _, v := range []variant{{engine, false}, {plainSearcher{engine}, false}, {engine, true}} {
+		if v.stdio {
+			sdkEnd = len(got)
+		}
+		serve := func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport) {
+			if v.stdio {
+				srv, tr, err := mcpserver.NewStdio(reg, v.search, del, nil, stdin, stdout)
+				require.NoError(t, err)
+				return srv, tr
+			}
+			srv, err := mcpserver.New(reg, v.search, del, nil)
+			require.NoError(t, err)
+			return srv, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+		}
+		c := startRawOn(t, serve, "2025-06-18")
 		got = append(got, c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`))...)
 		for i, args := range wireCalls {
 			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":%s}}`, i+3, args)
@@ -122,8 +143,8 @@ func TestWireUnchanged(t *testing.T) {
 		got = append(got, c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"mesh_discover"}}`))...)
 		// Clients of the newest protocol versions get results marked
 		// with a resultType.
-		for _, v := range []string{"2025-11-25", "2026-07-28"} {
-			c := startRawVersion(t, srv, v)
+		for _, version := range []string{"2025-11-25", "2026-07-28"} {
+			c := startRawOn(t, serve, version)
 			for i, args := range []string{`{"query":"budget"}`, `{"query":""}`} {
 				msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":%s}}`, i+100, args)
 				got = append(got, c.roundTrip(t, []byte(msg))...)
@@ -131,11 +152,14 @@ func TestWireUnchanged(t *testing.T) {
 		}
 	}
 	path := filepath.Join("testdata", "wire.golden")
-	if *updateWire {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
+	if *updateWire { // the replies of the SDK's transport
+		require.NoError(t, os.WriteFile(path, got[:sdkEnd], 0o644))
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
+	// The golden file has the replies of the first two variants; the
+	// third's are the first's.
+	want = append(want, want[:bytes.Index(want[1:], []byte(`{"jsonrpc":"2.0","id":2,`))+1]...)
 	gotLines, wantLines := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
 	require.Len(t, gotLines, len(wantLines))
 	for i := range wantLines {
@@ -158,4 +182,65 @@ func TestNullArguments(t *testing.T) {
 		require.Equal(t, string(absent), string(null), tool)
 	}
 	require.Contains(t, string(c.roundTrip(t, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":"budget"}}}`))), `\"name\":\"full\"`)
+}
+
+// NewStdio's transport leaves a call before initialization to the SDK
+// (the same refusal as the SDK's transport), and answers every call it
+// read before stdin ended.
+func TestStdioTransport(t *testing.T) {
+	reg, engine, del := wireMesh(t)
+	call := []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":"budget"}}}` + "\n")
+	early := func(stdio bool) string {
+		cr, sw := io.Pipe()
+		sr, cw := io.Pipe()
+		var srv *mcp.Server
+		var tr mcp.Transport
+		if stdio {
+			var err error
+			srv, tr, err = mcpserver.NewStdio(reg, engine, del, nil, sr, sw)
+			require.NoError(t, err)
+		} else {
+			var err error
+			srv, err = mcpserver.New(reg, engine, del, nil)
+			require.NoError(t, err)
+			tr = &mcp.IOTransport{Reader: sr, Writer: sw}
+		}
+		ss, err := srv.Connect(context.Background(), tr, nil)
+		require.NoError(t, err)
+		defer ss.Close()
+		go func() { _, _ = cw.Write(call) }()
+		line, err := bufio.NewReader(cr).ReadBytes('\n')
+		require.NoError(t, err)
+		_ = cw.Close()
+		return string(line)
+	}
+	require.Equal(t, early(false), early(true))
+
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, tr, err := mcpserver.NewStdio(reg, engine, del, nil, sr, sw)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background(), tr); _ = sw.Close() }()
+	go func() {
+		_, _ = cw.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n" +
+			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}` + "\n"))
+		for i := range 20 {
+			_, _ = fmt.Fprintf(cw, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":"budget"}}}`+"\n", i+10)
+		}
+		_ = cw.Close()
+	}()
+	br := bufio.NewReader(cr)
+	seen := map[string]bool{}
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			break
+		}
+		if bytes.Contains(line, []byte(`\"name\":\"full\"`)) {
+			seen[string(line[:bytes.Index(line, []byte(`,"result"`))])] = true
+		}
+	}
+	require.Len(t, seen, 20, "every call answered before the session ended")
+	require.NoError(t, <-done)
 }

@@ -1,0 +1,328 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/discovery"
+)
+
+// NewStdio is [New] with the transport to serve it on over stdin and
+// stdout, the MCP stdio transport (docs/MCP.md#performance): run it with
+// srv.Run(ctx, transport). The transport hands every message to the
+// SDK's newline-delimited JSON transport, except the mesh_discover calls
+// with plainly valid arguments (see fastCalls) of a session initialized
+// with a protocol version before 2026-07-28 and a server without
+// Options.Authorize: it answers those itself, concurrently, with the
+// bytes the SDK would write, so that the result's JSON is encoded once
+// instead of three times (two thirds of such a call's CPU in the SDK).
+//
+// At the end of stdin the transport waits for the calls it is answering
+// before the session sees the end.
+func NewStdio(reg Registry, search discovery.Searcher, del Delegations, opts *Options, stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport, error) {
+	srv, t, err := newServer(reg, search, del, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, &stdioTransport{in: stdin, out: stdout, fast: t.fast[ToolDiscover], off: t.authorize != nil}, nil
+}
+
+// stdioTransport is the transport of [NewStdio].
+type stdioTransport struct {
+	in   io.Reader
+	out  io.Writer
+	fast fastCall
+	off  bool // answer nothing itself
+}
+
+// Connect starts the goroutine that reads stdin and connects the SDK's
+// transport to the messages it does not answer.
+func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	pr, pw := io.Pipe()
+	w := &frameWriter{w: s.out}
+	d := &desk{fast: s.fast, off: s.off || s.fast == nil, w: w, sdk: pw}
+	go d.pump(s.in)
+	return (&mcp.IOTransport{Reader: pr, Writer: w}).Connect(ctx)
+}
+
+// frameWriter serializes writes to stdout: each Write is one message
+// (the SDK's transport writes a message and its newline in one call).
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.w.Write(p)
+}
+
+func (f *frameWriter) Close() error { return nil }
+
+// desk reads stdin line by line: it answers the calls it can, and passes
+// every other line, byte for byte, to the SDK's transport through sdk.
+type desk struct {
+	fast fastCall
+	off  bool
+	w    *frameWriter
+	sdk  *io.PipeWriter
+
+	// The session's state as the lines passing by show it: ready once
+	// the client has asked to initialize with a version of plainVersions
+	// and said it is initialized.
+	version string
+	ready   bool
+
+	calls sync.WaitGroup
+}
+
+// plainVersions are the protocol versions whose tool results carry no
+// resultType and which the SDK accepts as they are.
+var plainVersions = map[string]bool{"2024-11-05": true, "2025-03-26": true, "2025-06-18": true, "2025-11-25": true}
+
+// maxFastLine is the longest line the desk considers answering; longer
+// lines go to the SDK as they come.
+const maxFastLine = 64 << 10
+
+func (d *desk) pump(in io.Reader) {
+	br := bufio.NewReaderSize(in, maxFastLine)
+	var err error
+	for err == nil {
+		var line []byte
+		line, err = br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: to the SDK, in pieces, up to its end.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				if _, werr := d.sdk.Write(line); werr != nil {
+					return
+				}
+				line, err = br.ReadSlice('\n')
+			}
+		} else if len(line) > 0 && d.answer(line) {
+			continue
+		}
+		if len(line) > 0 {
+			if _, werr := d.sdk.Write(line); werr != nil {
+				return
+			}
+		}
+	}
+	d.calls.Wait()
+	if errors.Is(err, io.EOF) {
+		err = nil // the SDK's reader sees io.EOF
+	}
+	_ = d.sdk.CloseWithError(err)
+}
+
+// answer starts answering line, a complete message, and reports true if
+// the line is one the desk answers; it notes the session's state from
+// the others.
+func (d *desk) answer(line []byte) bool {
+	if d.off {
+		return false
+	}
+	if !d.ready {
+		d.watch(line)
+		return false
+	}
+	if !bytes.Contains(line, []byte(`"tools/call"`)) {
+		return false
+	}
+	id, req, ok := plainCall(line)
+	if !ok {
+		return false
+	}
+	if _, ok := decodeDiscoverArgs(req.Params.Arguments); !ok {
+		return false
+	}
+	d.calls.Add(1)
+	go func() {
+		defer d.calls.Done()
+		d.reply(id, req)
+	}()
+	return true
+}
+
+// watch follows the initialization: the client's initialize request (its
+// protocol version) and its notifications/initialized.
+func (d *desk) watch(line []byte) {
+	ms, err := members(bytes.TrimSpace(line))
+	if err != nil {
+		return
+	}
+	var method string
+	var params json.RawMessage
+	for _, m := range ms {
+		switch m.key {
+		case "method":
+			_ = json.Unmarshal(m.value, &method)
+		case "params":
+			params = m.value
+		}
+	}
+	switch method {
+	case "initialize":
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		d.version = ""
+		if json.Unmarshal(params, &p) == nil && plainVersions[p.ProtocolVersion] {
+			d.version = p.ProtocolVersion
+		}
+	case "notifications/initialized":
+		d.ready = d.version != ""
+	}
+}
+
+// plainCall decodes a tools/call request of mesh_discover written plainly:
+// the members jsonrpc "2.0", a non-negative integer id or a string one of
+// characters JSON writes as they are, the method and params of a name and
+// arguments only (no _meta). id is the id as written.
+func plainCall(line []byte) (id []byte, req *mcp.CallToolRequest, ok bool) {
+	line = bytes.TrimSpace(line)
+	if !plainUTF8(line) {
+		return nil, nil, false
+	}
+	ms, err := members(line)
+	if err != nil || len(ms) != 4 {
+		return nil, nil, false
+	}
+	var params []member
+	for _, m := range ms {
+		switch m.key {
+		case "jsonrpc":
+			ok = string(m.value) == `"2.0"`
+		case "id":
+			id, ok = m.value, plainID(m.value)
+		case "method":
+			ok = string(m.value) == `"tools/call"`
+		case "params":
+			params, err = members(m.value)
+			ok = err == nil && len(params) == 2
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, nil, false
+		}
+	}
+	p := &mcp.CallToolParamsRaw{}
+	for _, m := range params {
+		switch m.key {
+		case "name":
+			if string(m.value) != `"`+ToolDiscover+`"` {
+				return nil, nil, false
+			}
+			p.Name = ToolDiscover
+		case "arguments":
+			p.Arguments = m.value
+		default:
+			return nil, nil, false
+		}
+	}
+	return id, &mcp.CallToolRequest{Params: p}, true
+}
+
+// plainID reports whether v is an id the SDK writes back as it is.
+func plainID(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	if v[0] == '"' {
+		if len(v) < 2 || v[len(v)-1] != '"' {
+			return false
+		}
+		for _, c := range v[1 : len(v)-1] {
+			if c >= 0x80 || !jsonSafe(c) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(v) > 15 || (v[0] == '0' && len(v) > 1) {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonSafe reports whether JSON writes the ASCII byte c in a string as it
+// is (json.Marshal escapes '"', '\\', control characters and the HTML
+// characters '<', '>' and '&').
+func jsonSafe(c byte) bool {
+	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
+// reply answers the call: the tool's result, encoded as the SDK encodes
+// it, in the frame its transport writes.
+func (d *desk) reply(id []byte, req *mcp.CallToolRequest) {
+	res, callErr, _ := d.fast(context.Background(), req)
+	frame := append(make([]byte, 0, 2*len(id)+64), `{"jsonrpc":"2.0","id":`...)
+	frame = append(frame, id...)
+	if callErr == nil {
+		result, err := encodeResult(res)
+		if err == nil {
+			frame = append(frame, `,"result":`...)
+			frame = append(frame, result...)
+			frame = append(frame, "}\n"...)
+			_, _ = d.w.Write(frame)
+			return
+		}
+		callErr = err
+	}
+	var we *jsonrpc.Error
+	if !errors.As(callErr, &we) {
+		we = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: callErr.Error()}
+	}
+	b, err := json.Marshal(we)
+	if err != nil {
+		return
+	}
+	frame = append(frame, `,"error":`...)
+	frame = append(frame, b...)
+	frame = append(frame, "}\n"...)
+	_, _ = d.w.Write(frame)
+}
+
+// encodeResult encodes a tool result as the SDK does: a result of one
+// text content holding the structured content's JSON (what mesh_discover
+// answers) is written directly, with the text escaped once; any other
+// result by the SDK's own encoding.
+func encodeResult(res *mcp.CallToolResult) ([]byte, error) {
+	sc, ok := res.StructuredContent.(json.RawMessage)
+	if ok && !res.IsError && res.Meta == nil && res.InputRequests == nil && res.RequestState == "" && len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil && tc.Text == string(sc) {
+			text, err := json.Marshal(tc.Text)
+			if err != nil {
+				return nil, err
+			}
+			b := make([]byte, 0, len(text)+len(sc)+64)
+			b = append(b, `{"content":[{"type":"text","text":`...)
+			b = append(b, text...)
+			b = append(b, `}],"structuredContent":`...)
+			b = append(b, sc...)
+			return append(b, '}'), nil
+		}
+	}
+	return json.Marshal(res)
+}
+
+// plainUTF8 reports whether line is valid UTF-8 without an escaped
+// surrogate (see plainObject).
+func plainUTF8(line []byte) bool {
+	return utf8.Valid(line) && !hasEscapedSurrogate(line)
+}
