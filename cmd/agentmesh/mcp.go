@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentmesh/agentmesh/client"
+	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/internal/localsock"
 	"github.com/agentmesh/agentmesh/mcpserver"
@@ -64,6 +65,7 @@ type stdioConfig struct {
 	allowHosts string
 	logLevel   string
 	server     string // --server: remote mode
+	pprof      pprofConfig
 }
 
 // stdioFlags defines the flags of the stdio MCP server.
@@ -77,6 +79,7 @@ func stdioFlags(cfg *stdioConfig, stderr io.Writer) *flags {
 	retentionFlag(f, &cfg.mesh)
 	routingFlags(f, &cfg.mesh.routing)
 	identityFlags(f, &cfg.mesh.identity)
+	pprofFlags(f, &cfg.pprof)
 	return f
 }
 
@@ -95,6 +98,9 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	if err := cfg.checkRetention(); err != nil {
 		return usageError(stderr, err)
 	}
+	if err := sc.pprof.check(); err != nil {
+		return usageError(stderr, err)
+	}
 	log, err := newLogger(stderr, sc.logLevel, "text", "text")
 	if err != nil {
 		return usageError(stderr, err)
@@ -107,6 +113,12 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 		return 1
 	}
 	defer stopTracing()
+	stopPprof, err := startPprof(sc.pprof, log)
+	if err != nil {
+		log.Error("agentmesh: cannot start", "err", err)
+		return 1
+	}
+	defer stopPprof(context.Background())
 	cfg.withRouting = true // a local tool with a handful of agents: mesh_route and handle_message are on
 	cfg.routing.llmAPIKey = env("AGENTMESH_LLM_API_KEY")
 	cfg.etcd.password = env("MESH_ETCD_PASSWORD")
@@ -153,12 +165,11 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 		defer m.close(context.Background())
 		b = inproc{m}
 	}
-	server, err := mcpserver.New(b, b, b, &mcpserver.Options{Logger: log, Router: b})
+	server, transport, err := mcpserver.NewStdio(b, stdioSearcher(b), b, &mcpserver.Options{Logger: log, Router: b}, stdin, stdout)
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
 		return 1
 	}
-	transport := &mcp.IOTransport{Reader: nopReadCloser{stdin}, Writer: nopWriteCloser{stdout}}
 	if err := server.Run(ctx, transport); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		log.Error("agentmesh: MCP session ended", "err", err)
 		return 1
@@ -166,13 +177,28 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 	return 0
 }
 
-type nopReadCloser struct{ io.Reader }
+// stdioSearcher is the searcher of the stdio tools: b, with the engine's
+// own encoding of the results when the mesh is this process's, so that
+// mesh_discover answers the bytes the engine encodes for the HTTP API
+// instead of building them from results (docs/MCP.md#performance).
+func stdioSearcher(b backend) discovery.Searcher {
+	if in, ok := b.(inproc); ok {
+		return encodingBackend{b, in.m.Engine()}
+	}
+	return b
+}
 
-func (nopReadCloser) Close() error { return nil }
+// encodingBackend is a backend whose searches the engine also encodes.
+type encodingBackend struct {
+	backend
+	engine *discovery.Engine
+}
 
-type nopWriteCloser struct{ io.Writer }
+var _ discovery.JSONSearcher = encodingBackend{}
 
-func (nopWriteCloser) Close() error { return nil }
+func (e encodingBackend) AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error) {
+	return e.engine.AppendSearchJSON(dst, query, q)
+}
 
 // mcpRouter is the router for the MCP tools mesh_route and handle_message,
 // or nil (no routing tools) when routing is off: a nil *routing.Router
