@@ -176,7 +176,8 @@ function latencyChart(busy) {
         return;
       }
       pts.push(`${x(i).toFixed(1)},${y(m[key]).toFixed(1)}`);
-      const dot = svg('circle', {cx: x(i), cy: y(m[key]), r: 3.5, 'data-minute': m.start});
+      // p99 under p50, larger, so both show when they are equal.
+      const dot = svg('circle', {cx: x(i), cy: y(m[key]), r: cls === 'p99' ? 5 : 3, 'data-minute': m.start});
       const tip = svg('title');
       tip.textContent = `${hhmm(m.start)}: ${cls} ${m[key]} ms`;
       dot.append(tip);
