@@ -162,3 +162,29 @@ func TestIdlePruneWritesNothing(t *testing.T) {
 	assert.Zero(t, n, "running records stay")
 	assert.Equal(t, after, lastTxID(t, s))
 }
+
+// BenchmarkIdlePrune is a prune below the bounds, the client's every 5 s,
+// against the empty write transaction it committed before.
+func BenchmarkIdlePrune(b *testing.B) {
+	s := openTemp(b)
+	ctx := b.Context()
+	recs := make([]delegation.Record, 1000)
+	for i := range recs {
+		recs[i] = soakRecord(i, testBase.Add(time.Duration(i)*time.Millisecond))
+	}
+	require.NoError(b, s.PutDelegations(ctx, recs))
+	b.Run("prune", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.PruneDelegations(ctx, testBase, 100_000); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("empty-write", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.updateAlone(func(*bbolt.Tx) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
