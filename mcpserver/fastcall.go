@@ -80,19 +80,29 @@ func wantsResultType(ss *mcp.ServerSession) bool {
 // json.RawMessage must be compact JSON as json.Marshal writes it (the
 // discovery engine's encoding is).
 func fastTool[In, Out any](decode func(json.RawMessage) (In, bool), h mcp.ToolHandlerFor[In, Out]) fastCall {
+	respond := respondFor(h)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error, bool) {
 		in, ok := decode(req.Params.Arguments)
 		if !ok {
 			return nil, nil, false
 		}
+		res, err := respond(ctx, req, in)
+		return res, err, true
+	}
+}
+
+// respondFor is the part of fastTool after the decoding: it calls h with
+// the decoded arguments and turns its answer into the SDK's result.
+func respondFor[In, Out any](h mcp.ToolHandlerFor[In, Out]) func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, error) {
 		res, out, err := h(ctx, req, in)
 		if err != nil {
 			if we, ok := err.(*jsonrpc.Error); ok {
-				return nil, we, true
+				return nil, we
 			}
 			var r mcp.CallToolResult
 			r.SetError(err)
-			return &r, nil, true
+			return &r, nil
 		}
 		if res == nil {
 			res = &mcp.CallToolResult{}
@@ -104,7 +114,7 @@ func fastTool[In, Out any](decode func(json.RawMessage) (In, bool), h mcp.ToolHa
 			b = o
 		default:
 			if b, err = json.Marshal(o); err != nil {
-				return nil, fmt.Errorf("marshaling output: %w", err), true
+				return nil, fmt.Errorf("marshaling output: %w", err)
 			}
 		}
 		if b != nil {
@@ -118,7 +128,7 @@ func fastTool[In, Out any](decode func(json.RawMessage) (In, bool), h mcp.ToolHa
 		if res.Content == nil {
 			res.Content = []mcp.Content{}
 		}
-		return res, nil, true
+		return res, nil
 	}
 }
 

@@ -33,23 +33,26 @@ func NewStdio(reg Registry, search discovery.Searcher, del Delegations, opts *Op
 	if err != nil {
 		return nil, nil, err
 	}
-	return srv, &stdioTransport{in: stdin, out: stdout, fast: t.fast[ToolDiscover], off: t.authorize != nil}, nil
+	return srv, &stdioTransport{in: stdin, out: stdout, discover: t.discoverArgs, off: t.authorize != nil}, nil
 }
 
 // stdioTransport is the transport of [NewStdio].
 type stdioTransport struct {
-	in   io.Reader
-	out  io.Writer
-	fast fastCall
-	off  bool // answer nothing itself
+	in       io.Reader
+	out      io.Writer
+	discover discoverFunc
+	off      bool // answer nothing itself
 }
+
+// discoverFunc answers mesh_discover's decoded arguments.
+type discoverFunc = func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*mcp.CallToolResult, error)
 
 // Connect starts the goroutine that reads stdin and connects the SDK's
 // transport to the messages it does not answer.
 func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
 	w := &frameWriter{w: s.out}
-	d := &desk{fast: s.fast, off: s.off || s.fast == nil, w: w, sdk: pw}
+	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw}
 	go d.pump(s.in)
 	return (&mcp.IOTransport{Reader: pr, Writer: w}).Connect(ctx)
 }
@@ -72,10 +75,10 @@ func (f *frameWriter) Close() error { return nil }
 // desk reads stdin line by line: it answers the calls it can, and passes
 // every other line, byte for byte, to the SDK's transport through sdk.
 type desk struct {
-	fast fastCall
-	off  bool
-	w    *frameWriter
-	sdk  *io.PipeWriter
+	discover discoverFunc
+	off      bool
+	w        *frameWriter
+	sdk      *io.PipeWriter
 
 	// The session's state as the lines passing by show it: ready once
 	// the client has asked to initialize with a version of plainVersions
@@ -131,7 +134,10 @@ func (d *desk) answer(line []byte) bool {
 	if d.off {
 		return false
 	}
-	if !d.ready {
+	if !d.ready || bytes.Contains(line, []byte(`"initialize"`)) && d.watch(line) == "initialize" {
+		// Until the session is initialized, and again from a second
+		// initialize on (which the SDK judges), the SDK answers all.
+		d.ready = false
 		d.watch(line)
 		return false
 	}
@@ -142,23 +148,25 @@ func (d *desk) answer(line []byte) bool {
 	if !ok {
 		return false
 	}
-	if _, ok := decodeDiscoverArgs(req.Params.Arguments); !ok {
+	in, ok := decodeDiscoverArgs(req.Params.Arguments)
+	if !ok {
 		return false
 	}
 	d.calls.Add(1)
 	go func() {
 		defer d.calls.Done()
-		d.reply(id, req)
+		d.reply(id, req, in)
 	}()
 	return true
 }
 
 // watch follows the initialization: the client's initialize request (its
-// protocol version) and its notifications/initialized.
-func (d *desk) watch(line []byte) {
+// protocol version) and its notifications/initialized. It returns the
+// line's method.
+func (d *desk) watch(line []byte) string {
 	ms, err := members(bytes.TrimSpace(line))
 	if err != nil {
-		return
+		return ""
 	}
 	var method string
 	var params json.RawMessage
@@ -182,6 +190,7 @@ func (d *desk) watch(line []byte) {
 	case "notifications/initialized":
 		d.ready = d.version != ""
 	}
+	return method
 }
 
 // plainCall decodes a tools/call request of mesh_discover written plainly:
@@ -269,8 +278,8 @@ func jsonSafe(c byte) bool {
 
 // reply answers the call: the tool's result, encoded as the SDK encodes
 // it, in the frame its transport writes.
-func (d *desk) reply(id []byte, req *mcp.CallToolRequest) {
-	res, callErr, _ := d.fast(context.Background(), req)
+func (d *desk) reply(id []byte, req *mcp.CallToolRequest, in DiscoverArgs) {
+	res, callErr := d.discover(context.Background(), req, in)
 	frame := append(make([]byte, 0, 2*len(id)+64), `{"jsonrpc":"2.0","id":`...)
 	frame = append(frame, id...)
 	if callErr == nil {

@@ -115,6 +115,9 @@ type tools struct {
 	// fast are the tools whose plainly valid calls skip the SDK's
 	// argument handling, by name (see fastCalls).
 	fast map[string]fastCall
+	// discoverArgs answers mesh_discover's decoded arguments (the stdio
+	// transport of NewStdio decodes them itself).
+	discoverArgs func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*mcp.CallToolResult, error)
 }
 
 // add registers the six tools on srv, and the routing tools with a
@@ -142,6 +145,7 @@ func (t *tools) add(srv *mcp.Server) error {
 				h := handler(t, ToolDiscover, t.discover)
 				addTool(srv, t.outputs, tool, h)
 				t.fast[ToolDiscover] = fastTool(decodeDiscoverArgs, h)
+				t.discoverArgs = respondFor(h)
 			},
 		},
 		{
