@@ -240,7 +240,10 @@ func (r *Registry) register(ctx context.Context, a Agent) (Agent, bool, error) {
 	var stored Agent
 	var created, reserved bool
 	err := r.update(ctx, a.Name, func(cur *Agent) (*Agent, error) {
-		next := a.Clone()
+		// a is this call's own deep copy, and nothing changes its slices
+		// or maps from here on: the record the store gets may share them
+		// (commitLocked keeps a copy of its own, view returns another).
+		next := a
 		next.RegisteredAt, next.UpdatedAt, next.LastSeen = now, now, now
 		created = cur == nil
 		switch {
