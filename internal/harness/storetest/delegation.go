@@ -72,6 +72,7 @@ func TestDelegationStore(t *testing.T, open func(t *testing.T) delegation.Store,
 		{"PruneByAge", testDelegationPruneByAge},
 		{"PruneByCount", testDelegationPruneByCount},
 		{"PruneByAgeThenCount", testDelegationPruneBoth},
+		{"PruneHoldsTheBoundUnderWrites", testDelegationPruneUnderWrites},
 		{"PrunedRecordsAreGone", testDelegationPrunedGone},
 		{"ReturnsCopies", testDelegationCopies},
 		{"DoneContextFails", testDelegationDoneContext},
@@ -957,6 +958,50 @@ func testDelegationPruneByCount(t *testing.T, s delegation.Store) {
 	n, err = s.PruneDelegations(t.Context(), time.Time{}, 1)
 	require.NoError(t, err)
 	assert.Zero(t, n, "records that are not final are never pruned")
+}
+
+// testDelegationPruneUnderWrites writes records as a client does (each
+// created running, then rewritten final) with a prune by count after
+// every batch, as the client's maintainer runs one every few seconds: the
+// store holds exactly keep records after each prune (the newest to
+// finish, and the one still running), however many were written before.
+func testDelegationPruneUnderWrites(t *testing.T, s delegation.Store) {
+	const keep, batch, batches = 60, 25, 12
+	record := func(k int, status delegation.Status) delegation.Record {
+		at := delegationBase.Add(time.Duration(k) * time.Second)
+		r := minimalRecord(fmt.Sprintf("d-%04d", k), status, at)
+		if status.Final() {
+			finished := at.Add(time.Millisecond)
+			r.UpdatedAt, r.FinishedAt = finished, &finished
+		}
+		return r
+	}
+	i := 0
+	for range batches {
+		running := make([]delegation.Record, batch)
+		final := make([]delegation.Record, batch)
+		for j := range batch {
+			running[j] = record(i, delegation.StatusRunning)
+			final[j] = record(i, delegation.StatusCompleted)
+			i++
+		}
+		putRecords(t, s, running...)
+		// The last record of the batch stays running until the next.
+		putRecords(t, s, final[:batch-1]...)
+		if i > batch {
+			putRecords(t, s, record(i-batch-1, delegation.StatusCompleted))
+		}
+		_, err := s.PruneDelegations(t.Context(), delegationBase, keep)
+		require.NoError(t, err)
+		ids := storedIDs(t, s)
+		want := min(i, keep)
+		require.Len(t, ids, want, "after %d records written", i)
+		assert.Equal(t, fmt.Sprintf("d-%04d", i-want), ids[0], "the oldest to finish went first")
+		assert.Equal(t, fmt.Sprintf("d-%04d", i-1), ids[len(ids)-1])
+	}
+	running, err := s.ListDelegations(t.Context(), delegation.ListFilter{Status: delegation.StatusRunning})
+	require.NoError(t, err)
+	assert.Equal(t, []string{fmt.Sprintf("d-%04d", i-1)}, recordIDs(running), "the running record is kept")
 }
 
 func testDelegationPruneBoth(t *testing.T, s delegation.Store) {
