@@ -11,7 +11,10 @@
 //	results, err := e.Search("Get the budget and cost center for Engineering", nil)
 //
 // In a server it mirrors the registry with [Engine.Follow], which indexes a
-// snapshot and then applies every change event ([Engine.Apply]). Queries are
+// snapshot and then every change event, in a goroutine of its own so that
+// the registry's writers do not wait for the index; a search first indexes
+// the changes still queued, so a write the registry acknowledged is found
+// by every search after it. Queries are
 // shaped by a [Query] (limit, minimum score, scorer, labels, protocol,
 // required resources, unavailable agents) and return [Result] values.
 //
