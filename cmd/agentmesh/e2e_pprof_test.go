@@ -52,6 +52,9 @@ func TestE2EPprof(t *testing.T) {
 		assert.Equal(t, 2, r.code, "%s: %s", addr, r)
 		assert.Contains(t, r.stderr, "--pprof-allow-public", addr)
 	}
+	help := helpFlags(runCLI(t, nil, "", "serve", "--help").stderr)
+	assert.Contains(t, help["pprof-addr"], "$MESH_PPROF_ADDR", "serve -h documents --pprof-addr")
+	assert.Contains(t, help["pprof-allow-public"], "$MESH_PPROF_ALLOW_PUBLIC")
 	r := runCLI(t, []string{"MESH_TOKEN=t"}, "", "serve", "--addr", "127.0.0.1:0", "--store", "memory", "--pprof-addr", "localhost:6060:1")
 	assert.Equal(t, 2, r.code, "%s", r)
 	assert.Contains(t, r.stderr, "--pprof-addr")
