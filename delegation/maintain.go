@@ -208,7 +208,8 @@ func (c *Client) prune() {
 	case err != nil:
 		c.log.Warn("pruning delegation records failed", "err", err)
 	case n > 0:
-		c.log.Info("pruned delegation records", "records", n)
+		// Debug: at the bound a prune runs every PruneInterval (5 s).
+		c.log.Debug("pruned delegation records", "records", n)
 	}
 }
 
