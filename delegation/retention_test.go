@@ -1,0 +1,86 @@
+package delegation_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/registry"
+	"github.com/agentmesh/agentmesh/store/boltstore"
+)
+
+// A client on a real bbolt file holds the store at MaxRecords under
+// sustained delegations, and the file stops growing: after twenty times
+// the bound in delegations it is at most one of bbolt's growth steps
+// larger than after four.
+func TestClientHoldsABoltStoreAtItsBound(t *testing.T) {
+	const keep = 200
+	ctx := context.Background()
+	path := t.TempDir() + "/mesh.db"
+	s, err := boltstore.Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	reg, err := registry.New(ctx, s, &registry.Options{SweepInterval: -1})
+	require.NoError(t, err)
+	c, err := delegation.New(ctx, reg, s, &delegation.Options{MaxRecords: keep, PruneInterval: 10 * time.Millisecond, RescanInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Shutdown(ctx)) })
+	c.Handle("echo", func(_ context.Context, task delegation.Task) (any, error) {
+		return map[string]string{"result": "echo: " + task.Task}, nil
+	})
+	_, _, err = reg.Register(ctx, registry.Agent{Name: "echo", Protocol: registry.ProtocolInProcess,
+		Description: "echoes", Capabilities: []string{"echo"}})
+	require.NoError(t, err)
+
+	stored := func() int {
+		n := 0
+		for offset := 0; ; offset += delegation.MaxListLimit {
+			recs, err := s.ListDelegations(ctx, delegation.ListFilter{Limit: delegation.MaxListLimit, Offset: offset})
+			require.NoError(t, err)
+			n += len(recs)
+			if len(recs) < delegation.MaxListLimit {
+				return n
+			}
+		}
+	}
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	delegate := func(n int) {
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range n / 4 {
+					rec, err := c.Delegate(ctx, delegation.Request{Target: "echo",
+						Task: fmt.Sprintf("summarise the open invoices of the finance team, part %d-%d", w, i)})
+					if assert.NoError(t, err) {
+						assert.Equal(t, delegation.StatusCompleted, rec.Status)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Eventually(t, func() bool { return stored() == keep }, 10*time.Second, 10*time.Millisecond,
+			"the store holds MaxRecords")
+	}
+	// bbolt grows a small file by doubling it, and how far the store
+	// overshoots its bound between two prunes depends on the scheduling
+	// of four writers, so one more step may be taken; without pruning the
+	// records written after warm-up would take four.
+	delegate(4 * keep)
+	warm := size()
+	for range 4 {
+		delegate(4 * keep)
+	}
+	end := size()
+	assert.LessOrEqual(t, end, 2*warm, "the file grew from %d KiB to %d KiB", warm>>10, end>>10)
+}
