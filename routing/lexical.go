@@ -86,7 +86,9 @@ type LexicalOptions struct {
 // Registries of 512 agents or more get a sparse model, whose weights are
 // on each agent's own words only: its memory and the cost of a message
 // grow with the registry's text, not with words × agents (about 14 MB and
-// a quarter of a millisecond for 10,000 agents × 5 examples).
+// a quarter of a millisecond for 10,000 agents × 5 examples). A smaller
+// registry whose dense model would hold more than 8 M weights (32 MiB)
+// gets the sparse model too.
 //
 // The default agent (IsDefault) is learned only from its examples; when it
 // has some, it competes with the other agents as "none of them", and a

@@ -79,3 +79,27 @@ func TestLexicalSparseModel(t *testing.T) {
 	assert.GreaterOrEqual(t, sAcc, dAcc-0.05)
 	assert.Less(t, len(s.(*sparseLinear).w), len(d.(*linear).w)/4, "the sparse model holds a fraction of the dense weights")
 }
+
+// A registry too small for the sparse model whose dense weights would
+// pass maxDense gets the sparse model: the dense one's memory is bounded
+// whatever the vocabulary.
+func TestLexicalDenseBudget(t *testing.T) {
+	g := synthagents.New(7)
+	var agents []registry.Agent
+	for i := range 60 {
+		agents = append(agents, g.Agent("", i, 5).Registry())
+	}
+	model := func(p *lexParams) scorer {
+		l := NewLexical(nil)
+		l.params = p
+		defer l.Close()
+		require.NoError(t, l.Reset(context.Background(), agents))
+		return l.model.Load().lin
+	}
+	within := defaultParams
+	d := model(&within)
+	require.IsType(t, &linear{}, d, "60 agents under the budget keep the dense model")
+	over := defaultParams
+	over.maxDense = len(d.(*linear).w) - 1
+	assert.IsType(t, &sparseLinear{}, model(&over), "one weight over the budget gives the sparse model")
+}

@@ -24,9 +24,10 @@ type lexParams struct {
 	// sets still get minUpdates updates, up to maxEpochs.
 	minUpdates int
 	maxEpochs  int
-	// maxWeights caps features × agents (the size of the dense weight
-	// matrix, 4 bytes each): beyond it the rarest features are dropped.
-	maxWeights int
+	// maxDense caps features × agents of the dense model (its weight
+	// matrix, 4 bytes each): a registry whose vocabulary would need more
+	// gets the sparse model whatever its size.
+	maxDense int
 	// A registry of sparseFrom agents or more gets the sparse model
 	// (sparseLinear), whose features shared by more than maxClassDF
 	// agents (by kind of feature) get no weight, and which trains for at
@@ -61,7 +62,7 @@ var defaultParams = lexParams{
 	sgd:            sgdOptions{epochs: 8, lr: 4, l2: 1e-6, seed: 1, skipEasy: 0.03, noBias: true, linearDecay: true},
 	minUpdates:     20000,
 	maxEpochs:      500,
-	maxWeights:     32 << 20, // 128 MiB
+	maxDense:       8 << 20, // 32 MiB; CLINC150's 150 agents need 4 M
 	sparseFrom:     512,
 	maxClassDF:     [numKinds]int{256, 256, 64},
 	sparseEpochs:   4,
@@ -266,12 +267,8 @@ func fit(ctx context.Context, ts *trainSet, use func(i int) bool, p *lexParams) 
 			labels = append(labels, ts.labels[i])
 		}
 	}
-	large := len(ts.classes) >= p.sparseFrom
-	maxFeatures := p.maxWeights / max(1, len(ts.classes))
-	if large {
-		maxFeatures = 0 // the sparse model's size is its texts'
-	}
-	voc := buildVocabulary(docs, &p.vec, maxFeatures)
+	voc := buildVocabulary(docs, &p.vec, 0)
+	large := len(ts.classes) >= p.sparseFrom || len(voc.idf)*len(ts.classes) > p.maxDense
 	// Class weights: each class's texts weigh as much in total as an
 	// average class's (within a factor of maxClassWeight), so an agent
 	// is not preferred for having more examples.
