@@ -10,13 +10,13 @@ import (
 	"github.com/agentmesh/agentmesh/routing"
 )
 
-// A Routing fed by the router's OnDecision hook; the front-end passes the
-// message in the request's context.
+// A Routing fed by the router's OnDecision hook, which gets the request
+// in its context.
 func ExampleRouting() {
 	decisions := activity.NewRouting(nil)
 	// routing.RouterOptions{OnDecision: decisions.Observe, …}; here the
 	// hook is called as the router would.
-	ctx := activity.WithInput(context.Background(), "refund invoice 42")
+	ctx := routing.WithRequest(context.Background(), routing.Request{Input: "refund invoice 42"})
 	decisions.Observe(ctx, routing.Response{RequestID: "r1", AgentID: "billing", Decision: routing.ActionRoute,
 		Reason: routing.ReasonConfidence, Confidence: 0.9}, nil)
 

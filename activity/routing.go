@@ -44,7 +44,8 @@ type Decision struct {
 	// Confidence is the classifier's confidence in its top agent.
 	Confidence float64 `json:"confidence"`
 	// InputLen is the length of the message in characters (runes); 0
-	// when the message was not seen (see [WithInput]).
+	// when the message was not seen (the hook's ctx carried no
+	// request: see routing.RequestFrom).
 	InputLen int `json:"input_len"`
 	// InputHash is the first 8 bytes of the message's SHA-256, in hex
 	// (the input_sha256 of the router's debug log), empty when the
@@ -126,26 +127,10 @@ func NewRouting(opts *RoutingOptions) *Routing {
 	return &Routing{now: o.Now, onRecord: o.OnRecord, maxText: o.MaxTextRunes, ring: make([]Decision, 0, o.Size)}
 }
 
-type inputKey struct{}
-
-// WithInput returns a copy of ctx carrying the message being routed, for
-// [Routing.Observe] to read: the OnDecision hook gets the request's
-// context but not its message. A front-end that routes a message calls it
-// on the context it passes to routing.Router.Handle.
-func WithInput(ctx context.Context, text string) context.Context {
-	return context.WithValue(ctx, inputKey{}, text)
-}
-
-// InputFrom returns the message ctx carries ([WithInput]); ok is false
-// when it carries none.
-func InputFrom(ctx context.Context) (text string, ok bool) {
-	text, ok = ctx.Value(inputKey{}).(string)
-	return text, ok
-}
-
 // Observe records the decision of one routed request: its signature is
-// routing.RouterOptions.OnDecision's. The message comes from ctx
-// ([WithInput]), the principal from ctx's caller (package principal).
+// routing.RouterOptions.OnDecision's. The message comes from the request
+// the router puts in ctx (routing.RequestFrom), the principal from ctx's
+// caller (package principal).
 func (r *Routing) Observe(ctx context.Context, resp routing.Response, err error) {
 	if r == nil {
 		return
@@ -172,7 +157,8 @@ func (r *Routing) Observe(ctx context.Context, resp routing.Response, err error)
 	if p, ok := principal.FromContext(ctx); ok {
 		d.Principal = principal.Of(p.Name)
 	}
-	if text, ok := InputFrom(ctx); ok {
+	if req, ok := routing.RequestFrom(ctx); ok {
+		text := req.Input
 		d.InputLen = utf8.RuneCountInString(text)
 		d.InputHash = InputHash(text)
 		d.Text = text

@@ -48,7 +48,7 @@ func TestRoutingObserveTakesTheInputFromTheContext(t *testing.T) {
 		OnRecord: func(d activity.Decision) { published = append(published, d) },
 	})
 	ctx := principal.NewContext(context.Background(), principal.Principal{Name: "team-a"})
-	r.Observe(activity.WithInput(ctx, "réfund my invoice"), routing.Response{
+	r.Observe(routing.WithRequest(ctx, routing.Request{Input: "réfund my invoice"}), routing.Response{
 		RequestID: "req-1", SessionID: "s-1", AgentID: "billing", Decision: routing.ActionRoute,
 		Reason: routing.ReasonConfidence, Confidence: 0.82, DurationMs: 12,
 	}, nil)
@@ -84,8 +84,8 @@ func TestRoutingObserveTakesTheInputFromTheContext(t *testing.T) {
 // hash those of the whole.
 func TestRoutingKeepsTheStartOfALongText(t *testing.T) {
 	r := activity.NewRouting(&activity.RoutingOptions{MaxTextRunes: 4})
-	r.Observe(activity.WithInput(context.Background(), "ééééé long"), routing.Response{}, nil)
-	r.Observe(activity.WithInput(context.Background(), "four"), routing.Response{}, nil)
+	r.Observe(routing.WithRequest(context.Background(), routing.Request{Input: "ééééé long"}), routing.Response{}, nil)
+	r.Observe(routing.WithRequest(context.Background(), routing.Request{Input: "four"}), routing.Response{}, nil)
 	got := r.Recent(0, nil)
 	assert.Equal(t, "four", got[0].Text)
 	assert.False(t, got[0].TextTruncated)
@@ -111,7 +111,7 @@ func TestRoutingConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
-				r.Observe(activity.WithInput(context.Background(), "x"), routing.Response{RequestID: fmt.Sprint(g, "-", i)}, nil)
+				r.Observe(routing.WithRequest(context.Background(), routing.Request{Input: "x"}), routing.Response{RequestID: fmt.Sprint(g, "-", i)}, nil)
 				_ = r.Recent(10, nil)
 			}
 		}()
@@ -131,7 +131,7 @@ func FuzzRoutingObserve(f *testing.F) {
 	hexDigits := regexp.MustCompile(`^[0-9a-f]{16}$`)
 	f.Fuzz(func(t *testing.T, text string) {
 		r := activity.NewRouting(&activity.RoutingOptions{Size: 2})
-		r.Observe(activity.WithInput(context.Background(), text), routing.Response{RequestID: "r"}, nil)
+		r.Observe(routing.WithRequest(context.Background(), routing.Request{Input: text}), routing.Response{RequestID: "r"}, nil)
 		got := r.Recent(0, nil)
 		require.Len(t, got, 1)
 		d := got[0]
@@ -155,7 +155,7 @@ func FuzzRoutingObserve(f *testing.F) {
 
 func BenchmarkRoutingObserve(b *testing.B) {
 	r := activity.NewRouting(nil)
-	ctx := activity.WithInput(context.Background(), strings.Repeat("refund my invoice please ", 20)) // 500 bytes
+	ctx := routing.WithRequest(context.Background(), routing.Request{Input: strings.Repeat("refund my invoice please ", 20)}) // 500 bytes
 	resp := routing.Response{RequestID: "r", AgentID: "billing", Decision: routing.ActionRoute, Confidence: 0.9}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/activity"
 	"github.com/agentmesh/agentmesh/principal"
-	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
 )
 
@@ -24,10 +23,9 @@ type Activity struct {
 	// Decisions serves GET /v1/routing/decisions (scope read): the recent
 	// routing decisions, newest first, each caller seeing its own
 	// principal's (an admin every one); the message's text only for the
-	// admin scope. When set, the server passes the message of POST
-	// /v1/request to the router in the request's context
-	// ([activity.WithInput]), for the router's OnDecision hook to record
-	// with [activity.Routing.Observe].
+	// admin scope. It is fed by the router's OnDecision hook
+	// ([activity.Routing.Observe]), which sees every routed message, from
+	// POST /v1/request and from the MCP and A2A front-ends alike.
 	Decisions *activity.Routing
 
 	// Delegations serves GET /v1/stats/delegations (scope read): the
@@ -68,9 +66,6 @@ func (s *Server) activityRoutes(a *Activity) {
 	}
 	if d := a.Decisions; d != nil {
 		s.handle("GET /v1/routing/decisions", authScope, ScopeRead, func(w *recorder, r *http.Request) { s.listDecisions(w, r, d) })
-		if s.router != nil {
-			s.router = inputRouter{s.router}
-		}
 	}
 	if tl := a.Delegations; tl != nil {
 		s.handle("GET /v1/stats/delegations", authScope, ScopeRead, func(w *recorder, r *http.Request) {
@@ -128,12 +123,4 @@ func (s *Server) sessionStats(w *recorder, r *http.Request, c session.ActiveCoun
 		return
 	}
 	writeJSON(w, http.StatusOK, SessionStats{Active: n})
-}
-
-// inputRouter passes the message of each request to the router's
-// OnDecision hook in the context (activity.WithInput).
-type inputRouter struct{ Router }
-
-func (ir inputRouter) Handle(ctx context.Context, req routing.Request) (routing.Response, error) {
-	return ir.Router.Handle(activity.WithInput(ctx, req.Input), req)
 }

@@ -135,7 +135,9 @@ type RouterOptions struct {
 	// request id and what was decided before the failure (Decision empty
 	// when nothing was). ctx is the request's. It runs on the caller's
 	// goroutine without any lock held, so it must be quick and safe for
-	// concurrent use. Nil means none.
+	// concurrent use. Nil means none. ctx carries the request as Handle
+	// got it, its user completed by Identity ([RequestFrom]), so that a
+	// hook may record what was asked whichever front-end asked it.
 	OnDecision func(ctx context.Context, resp Response, err error)
 
 	// Identity, if set, completes the user of every request that names
@@ -504,7 +506,7 @@ func (r *Router) Handle(ctx context.Context, req Request) (resp Response, err er
 	defer func() {
 		r.logDecision(t, resp, err)
 		if r.onDecision != nil {
-			r.onDecision(ctx, decided(t, resp, err), err)
+			r.onDecision(WithRequest(ctx, t.req), decided(t, resp, err), err)
 		}
 	}()
 
@@ -664,6 +666,22 @@ func (r *Router) reply(t *turn, sid string) Response {
 		DurationMs: r.now().Sub(t.start).Milliseconds(),
 		Routing:    RoutingInfo{Action: t.dec.Action, Reason: t.dec.Detail},
 	}
+}
+
+type requestKey struct{}
+
+// WithRequest returns a copy of ctx carrying req, as the Router passes it
+// to RouterOptions.OnDecision; a test of such a hook may call it.
+func WithRequest(ctx context.Context, req Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, req)
+}
+
+// RequestFrom returns the request ctx carries ([WithRequest]): in
+// RouterOptions.OnDecision, the one being decided. ok is false when ctx
+// carries none.
+func RequestFrom(ctx context.Context) (req Request, ok bool) {
+	req, ok = ctx.Value(requestKey{}).(Request)
+	return req, ok
 }
 
 // decided is what OnDecision gets: resp, or for a failed request what was
