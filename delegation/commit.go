@@ -15,8 +15,9 @@ const maxBatch = 1000
 // is durable within 10 ms of the reply, docs/API.md#delegations). One
 // goroutine takes everything queued, writes it with one PutDelegations call
 // (one commit) and starts over, so the batch size follows the load: a lone
-// record is written at once, and records that arrive during a commit share
-// the next one. Only the latest version of a record is queued.
+// record is written commitLinger after it was queued, and records that
+// arrive meanwhile or during a commit share the next one. Only the latest
+// version of a record is queued.
 //
 // A running record is held for runningHold before it is written: most
 // synchronous delegations finish within it, and then only their final
