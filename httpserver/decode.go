@@ -76,39 +76,60 @@ func tooLarge(limit int64) *apiError {
 }
 
 // decodeJSON decodes body, which must hold exactly one JSON value of dst's
-// shape, into dst. Arrays and objects nested more than jsonlimit.MaxDepth
-// deep, unknown object keys (matched case-sensitively, see scanBody),
-// duplicate keys, lists and maps over their item limits, free-form values
-// over their budget, wrong types, malformed or trailing data and invalid
-// UTF-8 are refused with a 400 invalid_argument that names the field
+// shape, into dst, which points to a zero value. Arrays and objects
+// nested more than jsonlimit.MaxDepth deep, unknown object keys (matched
+// case-sensitively, see scanBody), duplicate keys, lists and maps over
+// their item limits, free-form values over their budget, wrong types,
+// malformed or trailing data and invalid UTF-8 are refused with a 400 invalid_argument that names the field
 // where one is known. It never panics and every error it returns carries
 // a code. Its cost is linear in len(body): one pass checks the depth, the
 // keys and the limits, allocating nothing per struct field, and only then
 // does encoding/json decode, into at most as many items as the limits
-// allow.
+// allow, reading the resource lists once (decodeSpliced).
 func decodeJSON(body []byte, dst any) *apiError {
-	t := reflect.TypeOf(dst)
+	sc, e := scanChecked(body, reflect.TypeOf(dst))
+	if e != nil {
+		return e
+	}
+	if len(sc.lists) > 0 && decodeSpliced(body, dst, sc) {
+		return nil
+	}
+	return decodeValue(body, dst, sc.end, sc.free)
+}
+
+// scanChecked is the checking step of decodeJSON: scanBody's findings
+// on body, for a value of type t, and the refusals made before anything
+// decodes, the depth refusal first.
+func scanChecked(body []byte, t reflect.Type) (scan, *apiError) {
 	sc := scanBody(body, t)
 	switch {
 	case sc.deep:
-		return tooDeep()
+		return sc, tooDeep()
 	case len(bytes.TrimSpace(body)) == 0:
-		return badRequest("a JSON request body is required")
+		return sc, badRequest("a JSON request body is required")
 	case !utf8.Valid(body):
-		return badRequest("the request body is not valid UTF-8")
+		return sc, badRequest("the request body is not valid UTF-8")
 	case sc.err != nil:
-		return sc.err
+		return sc, sc.err
 	case sc.topMismatch && json.Valid(body):
 		// What the decoder would say, after reading all of body twice.
-		return badRequest("the request body must be %s, not %s", jsonKind(t), map[byte]string{'[': "array", '{': "object"}[bytes.TrimLeft(body, " \t\r\n")[0]])
-	case sc.end >= 0 && !sc.free:
+		return sc, badRequest("the request body must be %s, not %s", jsonKind(t), map[byte]string{'[': "array", '{': "object"}[bytes.TrimLeft(body, " \t\r\n")[0]])
+	}
+	return sc, nil
+}
+
+// decodeValue decodes body into dst with encoding/json: the decoding
+// step of decodeJSON, once scanBody found the first value to end at end
+// (-1: not read whole) and whether it holds a free-form value.
+func decodeValue(body []byte, dst any, end int, free bool) *apiError {
+	if end >= 0 && !free {
 		// The whole value was read and its keys are known; with no
 		// free-form value, numbers need no json.Number, and Unmarshal
 		// decodes without the Decoder's growing copy of the body.
-		if err := json.Unmarshal(body[:sc.end], dst); err != nil {
+		if err := json.Unmarshal(body[:end], dst); err != nil {
 			return jsonError(err)
 		}
-		if len(bytes.TrimSpace(body[sc.end:])) > 0 {
+		if len(bytes.TrimSpace(body[end:])) > 0 {
 			return badRequest("unexpected data after the JSON value")
 		}
 		return nil
@@ -123,6 +144,58 @@ func decodeJSON(body []byte, dst any) *apiError {
 		return badRequest("unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// decodeSpliced decodes a body whose resource lists scanBody read whole,
+// each list read once: where every list is of the shapes simpleResources
+// reads, it decodes a copy of the body with each list replaced by [] and
+// then sets the lists' fields to the URIs simpleResources read. It
+// reports false, dst zero again, for decodeValue to decode the body as
+// it is, when a list is of another shape or the copy does not decode
+// (the error is then decodeValue's, at the offsets of the body).
+//
+// The result is what decodeValue gives: a list simpleResources reads is
+// valid JSON that (*resourceList).decode decodes, without error, to the
+// same URIs, so the rest of the body decodes alike either way
+// (FuzzDecodeSpliced). What it saves: encoding/json hands a value that
+// decodes itself (json.Unmarshaler) over only after stepping its scanner
+// over all of the value's bytes again, and the list decodes each element
+// with a decoder of its own, so the layered decode reads each byte of a
+// list about seven times, and a 1 MiB list costs 2.3 plain decodes of
+// the body (docs/BENCHMARKS.md#hostile-request-bodies).
+func decodeSpliced(body []byte, dst any, sc scan) bool {
+	v := reflect.ValueOf(dst)
+	if sc.end < 0 || v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct ||
+		len(bytes.TrimSpace(body[sc.end:])) > 0 {
+		return false
+	}
+	uris := make([][]string, len(sc.lists))
+	n := sc.end
+	for i, l := range sc.lists {
+		u, ok := simpleResources(body[l.start:l.end])
+		if !ok {
+			return false
+		}
+		uris[i] = u
+		n -= l.end - l.start - len("[]")
+	}
+	spliced := make([]byte, 0, n)
+	prev := 0
+	for _, l := range sc.lists {
+		spliced = append(append(spliced, body[prev:l.start]...), "[]"...)
+		prev = l.end
+	}
+	spliced = append(spliced, body[prev:sc.end]...)
+	s := v.Elem()
+	if decodeValue(spliced, dst, len(spliced), sc.free) != nil {
+		s.SetZero()
+		return false
+	}
+	for i, l := range sc.lists {
+		f := s.Field(l.field)
+		f.Set(reflect.ValueOf(uris[i]).Convert(f.Type()))
+	}
+	return true
 }
 
 // jsonError turns an encoding/json error into a 400 naming the field.
@@ -250,6 +323,155 @@ func (it *resourceItem) UnmarshalJSON(b []byte) error {
 		it.uri = *obj.URI
 	}
 	return nil
+}
+
+// simpleResources reads the resource list b holds when it is an array
+// whose elements are each a non-empty string, or an object of string
+// members "uri" (non-empty), "type", "description" and "access", each
+// given at most once, "uri" required: what clients send (encoding/json
+// matches these keys exactly before it tries a looser match). It returns
+// the URIs, and ok false for any other bytes, for (*resourceList).decode
+// to judge. Where ok, b is valid JSON that decode decodes to the same
+// URIs; it reads b once.
+func simpleResources(b []byte) (uris []string, ok bool) {
+	r := resourceReader{data: b}
+	if r.skipSpace() != '[' {
+		return nil, false
+	}
+	r.pos++
+	uris = []string{} // as decode leaves an empty list
+	if r.skipSpace() == ']' {
+		r.pos++
+		return r.end(uris)
+	}
+	for {
+		var uri string
+		switch r.skipSpace() {
+		case '"':
+			uri, ok = r.str()
+		case '{':
+			r.pos++
+			uri, ok = r.object()
+		default:
+			return nil, false
+		}
+		if !ok || uri == "" {
+			return nil, false
+		}
+		uris = append(uris, uri)
+		switch r.skipSpace() {
+		case ',':
+			r.pos++
+		case ']':
+			r.pos++
+			return r.end(uris)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// end returns uris, the list read, where nothing but space follows it.
+func (r *resourceReader) end(uris []string) ([]string, bool) {
+	if r.skipSpace(); r.pos < len(r.data) {
+		return nil, false
+	}
+	return uris, true
+}
+
+// resourceReader is the state of one simpleResources read: the bytes
+// and the offset read up to.
+type resourceReader struct {
+	data []byte
+	pos  int
+}
+
+// skipSpace moves past JSON whitespace and returns the next byte, 0 at
+// the end.
+func (r *resourceReader) skipSpace() byte {
+	for ; r.pos < len(r.data); r.pos++ {
+		switch c := r.data[r.pos]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// str reads the JSON string at r.pos (its opening quote) and returns its
+// value, decoded as encoding/json decodes it; ok is false where the
+// string is not valid JSON or not valid UTF-8.
+func (r *resourceReader) str() (s string, ok bool) {
+	start, escaped := r.pos, false
+	for i := start + 1; i < len(r.data); i++ {
+		switch c := r.data[i]; {
+		case c == '\\':
+			escaped = true
+			i++
+		case c == '"':
+			r.pos = i + 1
+			raw := r.data[start:r.pos]
+			if escaped {
+				return s, json.Unmarshal(raw, &s) == nil
+			}
+			raw = raw[1 : len(raw)-1]
+			return string(raw), utf8.Valid(raw)
+		case c < ' ':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// object reads the members of a resource object, r.pos just past its
+// '{', and returns its URI; ok is false for an object of another shape.
+func (r *resourceReader) object() (uri string, ok bool) {
+	var seen uint8
+	for {
+		if r.skipSpace() != '"' {
+			return "", false
+		}
+		key, ok := r.str()
+		if !ok {
+			return "", false
+		}
+		var bit uint8
+		switch key {
+		case "uri":
+			bit = 1
+		case "type":
+			bit = 2
+		case "description":
+			bit = 4
+		case "access":
+			bit = 8
+		}
+		if bit == 0 || seen&bit != 0 || r.skipSpace() != ':' {
+			return "", false
+		}
+		seen |= bit
+		r.pos++
+		if r.skipSpace() != '"' {
+			return "", false
+		}
+		val, ok := r.str()
+		if !ok {
+			return "", false
+		}
+		if bit == 1 {
+			uri = val
+		}
+		switch r.skipSpace() {
+		case ',':
+			r.pos++
+		case '}':
+			r.pos++
+			return uri, seen&1 != 0
+		default:
+			return "", false
+		}
+	}
 }
 
 func elem(field string, i int) string {

@@ -23,6 +23,22 @@ type scan struct {
 	// topMismatch is whether the walk stopped at once, at a top-level
 	// array or object that does not fit the type.
 	topMismatch bool
+	// lists are the resource lists among the fields of a top-level
+	// struct, where the walk read them whole (see decodeSpliced).
+	lists []listSpan
+}
+
+// listSpan is where a resource list field's value lies in a body:
+// body[start:end], the value of the struct's field number field.
+type listSpan struct {
+	start, end, field int
+}
+
+// resourceListTypes are the types of resource list fields: the values
+// scanBody records the span of.
+var resourceListTypes = map[reflect.Type]bool{
+	reflect.TypeFor[resourceList]():         true,
+	reflect.TypeFor[requiredResourceList](): true,
 }
 
 // scanBody walks the JSON value in body alongside the Go type t and
@@ -54,11 +70,12 @@ type scan struct {
 // error that names it.
 //
 // Its findings are kept apart, for decodeJSON to rank the depth refusal
-// ahead of any other and to choose how to decode.
+// ahead of any other and to choose how to decode; among them, where the
+// resource lists of a top-level struct lie, for decodeSpliced.
 func scanBody(body []byte, t reflect.Type) scan {
 	k := keyScanner{data: body, freeRoot: -1, freeLeft: maxFreeFormValues}
 	_, e, ok := k.value(t)
-	out := scan{err: e, end: -1, free: k.freeSeen}
+	out := scan{err: e, end: -1, free: k.freeSeen, lists: k.lists}
 	if ok {
 		out.end = k.pos
 	} else if e == nil && len(k.path) == 0 && k.pos < len(body) && (body[k.pos] == '[' || body[k.pos] == '{') {
@@ -135,6 +152,7 @@ type keyScanner struct {
 	// their remaining items are only counted, not checked or kept.
 	limit    int
 	counting int
+	lists    []listSpan // the spans of the resource lists read so far
 }
 
 // pathSeg is one level of a path: an object key, or an array index when
@@ -332,6 +350,7 @@ func (k *keyScanner) object(t reflect.Type, max int) (int, *apiError, bool) {
 		}
 		k.path[top].key = key
 		next := elem
+		list := -1 // the field number of a resource list of the top struct
 		switch {
 		case k.counting > 0:
 			fields, elem, next = nil, nil, nil
@@ -346,6 +365,9 @@ func (k *keyScanner) object(t reflect.Type, max int) (int, *apiError, bool) {
 				return 0, fieldError(name, "field %q is given twice", name), false
 			}
 			next = f.typ
+			if top == 0 && f.field >= 0 && resourceListTypes[f.typ] {
+				list = f.field
+			}
 		default:
 			if _, dup := keys[string(key)]; dup {
 				name := k.name()
@@ -361,12 +383,20 @@ func (k *keyScanner) object(t reflect.Type, max int) (int, *apiError, bool) {
 		}
 		k.pos++
 		k.limit = limits[string(key)]
+		start := k.pos
+		if list >= 0 {
+			k.skipSpace()
+			start = k.pos
+		}
 		items, e, ok := k.value(next)
 		if !ok {
 			return 0, e, false
 		}
 		if max, ok := limits[string(key)]; ok && items > max {
 			return 0, tooMany(t, k.name(), string(key), max, items), false
+		}
+		if list >= 0 {
+			k.lists = append(k.lists, listSpan{start, k.pos, list})
 		}
 		switch k.skipSpace() {
 		case ',':
@@ -448,11 +478,13 @@ func (s *fieldSet) add(i int) bool {
 	return true
 }
 
-// jsonField is a struct field as encoding/json names it: its type, and
-// an index unique among the struct's JSON names.
+// jsonField is a struct field as encoding/json names it: its type, an
+// index unique among the struct's JSON names, and its number among the
+// struct's own fields (-1 for a field of an embedded struct).
 type jsonField struct {
 	typ   reflect.Type
 	index int
+	field int
 }
 
 // fieldCache maps a struct type to its JSON fields.
@@ -466,14 +498,15 @@ func jsonFields(t reflect.Type) map[string]jsonField {
 		return m.(map[string]jsonField)
 	}
 	m := map[string]jsonField{}
-	addFields(t, m)
+	addFields(t, m, true)
 	fieldCache.Store(t, m)
 	return m
 }
 
 // addFields adds the JSON fields of t to m, numbered from len(m), keeping
-// a name m has.
-func addFields(t reflect.Type, m map[string]jsonField) {
+// a name m has; own is whether t is the struct itself, not one embedded
+// in it.
+func addFields(t reflect.Type, m map[string]jsonField, own bool) {
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
 		if tag == "-" {
@@ -486,7 +519,7 @@ func addFields(t reflect.Type, m map[string]jsonField) {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				addFields(ft, m)
+				addFields(ft, m, false)
 				continue
 			}
 		}
@@ -497,7 +530,11 @@ func addFields(t reflect.Type, m map[string]jsonField) {
 			name = f.Name
 		}
 		if _, dup := m[name]; !dup {
-			m[name] = jsonField{typ: ft, index: len(m)}
+			field := -1
+			if own {
+				field = f.Index[0]
+			}
+			m[name] = jsonField{typ: ft, index: len(m), field: field}
 		}
 	}
 }
