@@ -586,7 +586,7 @@ func (c *Client) Get(ctx context.Context, id string) (Record, error) {
 // another principal's. The store's own wording stays out of the message:
 // it is shown to API callers.
 func notFound(id string) error {
-	return apierr.Errorf(ErrNotFound, "no delegation with id %q", id)
+	return apierr.Reword(ErrNotFound, "no delegation with id %q", id)
 }
 
 // isStopped reports whether Shutdown has finished, or c is inert.

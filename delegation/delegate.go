@@ -209,7 +209,7 @@ func (c *Client) prepare(req *Request) (plan, error) {
 	if req.Target != "" {
 		a, ok := c.agent(req.Target)
 		if !ok {
-			return p, apierr.Errorf(ErrNotFound, "no agent named %q is registered", req.Target)
+			return p, apierr.Reword(ErrNotFound, "no agent named %q is registered", req.Target)
 		}
 		if onChain(a.Name) {
 			return p, cycleError(a.Name, req.SourceAgent, chain)
@@ -342,7 +342,7 @@ func (c *Client) match(req *Request, onChain func(string) bool, chain []string) 
 			return registry.Agent{}, apierr.Errorf(ErrResourceNotCovered, "no agent matching the query covers %s", strings.Join(req.Resources, ", "))
 		}
 	}
-	return registry.Agent{}, apierr.Errorf(ErrNoMatch, "no agent matches %q", req.Query)
+	return registry.Agent{}, apierr.Reword(ErrNoMatch, "no agent matches %q", req.Query)
 }
 
 // refuse records a delegation that failed before any attempt.

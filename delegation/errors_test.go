@@ -17,9 +17,11 @@ import (
 // The errors of the package describe themselves: the code Code reports and
 // the text of Error without the "delegation: " prefix.
 func TestErrorsDescribeThemselves(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, &delegation.Options{Discovery: discovery.New(nil)})
 	_, noTask := e.c.Delegate(context.Background(), delegation.Request{Target: "x"})
 	_, noAgent := e.c.Delegate(context.Background(), delegation.Request{Target: "ghost", Task: "t"})
+	_, noMatch := e.c.Delegate(context.Background(), delegation.Request{Query: "zzzqqq", Task: "t"})
+	_, noRecord := e.c.Get(context.Background(), "nope")
 	closed := &delegation.TransportError{Code: delegation.CodeCanceled, Message: "mcp transport closed", Err: delegation.ErrClosed}
 	for _, tc := range []struct {
 		name          string
@@ -29,7 +31,10 @@ func TestErrorsDescribeThemselves(t *testing.T) {
 		{"sentinel", delegation.ErrFinal, "conflict", "already final"},
 		{"closed", fmt.Errorf("store: %w", delegation.ErrClosed), "unavailable", "closed"},
 		{"detail", noTask, "invalid_argument", "invalid request: task is required"},
-		{"detail with a name", noAgent, "not_found", `not found: no agent named "ghost" is registered`},
+		// The detail says it all: the sentinel's words do not lead it.
+		{"detail with a name", noAgent, "not_found", `no agent named "ghost" is registered`},
+		{"no match", noMatch, "no_match", `no agent matches "zzzqqq"`},
+		{"no record", noRecord, "not_found", `no delegation with id "nope"`},
 		{"transport", &delegation.TransportError{Code: "agent_error", Status: 500, Message: "agent returned 500: boom"},
 			"agent_error", "agent returned 500: boom"},
 	} {

@@ -71,6 +71,16 @@ func Errorf(sentinel *Error, format string, args ...any) *Error {
 	}
 }
 
+// Reword is [Errorf] for a detail that says everything the sentinel's
+// message would: the message is the formatted text alone ("no agent named
+// \"x\" is registered", not "not found: no agent named …"), with the
+// sentinel's code, and errors.Is reports it as sentinel.
+func Reword(sentinel *Error, format string, args ...any) *Error {
+	e := Errorf(sentinel, format, args...)
+	e.message = fmt.Sprintf(format, args...)
+	return e
+}
+
 // Wrap is [Errorf] for an error that has a cause of its own: the detail
 // is the formatted text, then ": " and cause's text (cause's text alone
 // when format is ""), and the error wraps cause too, so errors.Is and

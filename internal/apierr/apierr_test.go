@@ -62,6 +62,20 @@ func TestErrorfMatchesItsSentinel(t *testing.T) {
 	}
 }
 
+func TestRewordKeepsTheSentinelNotItsWords(t *testing.T) {
+	e := apierr.Reword(apierr.Errorf(errMissing, "a"), "no widget named %q", "w")
+	if !errors.Is(e, errMissing) {
+		t.Error("a Reword error must match its sentinel")
+	}
+	code, msg, ok := apierr.Describe(e)
+	if !ok || code != "not_found" || msg != `no widget named "w"` {
+		t.Errorf("Describe = %q, %q, %v; want not_found, the reworded message alone", code, msg, ok)
+	}
+	if got, want := e.Error(), `widgets: no widget named "w"`; got != want {
+		t.Errorf("Error = %q, want %q", got, want)
+	}
+}
+
 func TestJoin(t *testing.T) {
 	size := &fieldErr{"size"}
 	color := &fieldErr{"color"}
