@@ -34,6 +34,7 @@
 //	POST   /v1/agents                       register  201 created / 200 replaced, the stored record
 //	GET    /v1/agents                       read      ?limit&cursor&label=k=v, bare array + Link
 //	GET    /v1/agents/{name}                read      200 / 404
+//	GET    /v1/agents/{name}/breaker        read      200 the breaker now and its recent transitions / 404 (when Options.BreakerHistory is set)
 //	DELETE /v1/agents/{name}                register  204 / 404 / 403 another owner / 409 managed_by_file
 //	POST   /v1/agents/{name}/heartbeat      register  200 the record / 404 / 403 another owner
 //	POST   /v1/agents/import                register  {"cardUrl"}: 201 / 200 the record / 502 card_fetch_failed (when Options.CardClient is set)
@@ -51,7 +52,11 @@
 //	POST   /v1/admin/reload                 admin     when Options.Reload is set; 422 reload_failed
 //	GET    /v1/audit                        admin     ?limit&since&cursor, bare array + Link (when Options.Audit is set)
 //	GET    /v1/events                       read      Server-Sent Events of the mesh's changes, Last-Event-ID resumes (when Options.Events is set)
+//	GET    /v1/routing/decisions            read      ?limit, the router's recent decisions, newest first (Options.Activity.Decisions)
+//	GET    /v1/stats/delegations            read      the last hour of ended delegations, a bucket a minute (Options.Activity.Delegations)
+//	GET    /v1/stats/sessions               read      {"active": N} (Options.Activity.Sessions)
 //	GET    /ui/                             none      the web dashboard (when Options.UI is set; package ui)
+//	GET    /ui                              none      301 to /ui/ (with Options.UI)
 //
 // The delegation routes exist when a [Delegations] is given to [New], the
 // session routes when Options.Sessions is set. [Server.Handle] mounts more

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"github.com/agentmesh/agentmesh/routing"
 	"github.com/agentmesh/agentmesh/session"
 	"github.com/agentmesh/agentmesh/store/memstore"
+	"github.com/agentmesh/agentmesh/ui"
 )
 
 // openAPIPath is the OpenAPI document, the file people edit.
@@ -292,6 +294,14 @@ func (k *contract) do(c call) *response {
 	vr := newReq(c.path)
 	route, params, err := k.router.FindRoute(vr)
 	require.NoError(t, err, "%s: the document has no such operation", where)
+	if p := vr.URL.Path; strings.HasSuffix(p, "/") != strings.HasSuffix(route.Path, "/") {
+		// The router ignores a trailing slash, and /ui and /ui/ are two
+		// operations: take the one of the path as written.
+		item := route.Spec.Paths.Value(p)
+		require.NotNil(t, item, "%s: the document has no such path", where)
+		route = &routers.Route{Spec: route.Spec, Server: route.Server, Path: p, PathItem: item,
+			Method: c.method, Operation: item.GetOperation(c.method)}
+	}
 	in := &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route, Options: filterOptions()}
 	verr := openapi3filter.ValidateRequest(context.Background(), in)
 	var secErr *openapi3filter.SecurityRequirementsError
@@ -324,6 +334,10 @@ func (k *contract) do(c call) *response {
 		// The card may be cached; the rest of the headers are the usual.
 		assert.Equal(t, "public, max-age=60", h.Get("Cache-Control"))
 		h.Set("Cache-Control", "no-store")
+	case route.Path == "/ui/" && r.Status == http.StatusOK:
+		// The page's own policy lets it load its assets.
+		assert.Equal(t, ui.ContentSecurityPolicy, h.Get("Content-Security-Policy"))
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	case route.Operation.Extensions["x-opaque"] == true:
 		h.Set("Cache-Control", "no-store") // the protocol handler sets its own
 	}
@@ -402,6 +416,7 @@ func newContractEnv(t *testing.T) *contractEnv {
 		o.Audit = rec
 		o.CardClient = http.DefaultClient
 		o.AgentCard = a2acard.MeshCard("https://mesh.example", "1.0.0")
+		o.UI = ui.Handler()
 		o.Reload = func(context.Context) (any, error) {
 			if ce.reloadFails.Load() {
 				return map[string]string{"agents": "refused"}, errors.New("agents/finance.yaml: capabilities is required")
@@ -483,6 +498,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	routes := e.srv.Routes()
 	assert.Contains(t, routes, "GET /openapi.json")
 	assert.Contains(t, routes, "/mcp")
+	assert.Contains(t, routes, "GET /ui/")
 	assert.Empty(t, routeProblems(doc, routes))
 
 	// The comparison sees drift both ways.
@@ -502,6 +518,28 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// The route table of the package documentation (doc.go) lists every
+// route the server registers, and no other: godoc readers see the same
+// routes as the OpenAPI document.
+func TestDocRouteTable(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	row := regexp.MustCompile(`(?m)^//\t(GET|POST|PUT|PATCH|DELETE) +(/\S*) `)
+	var listed []string
+	for _, m := range row.FindAllStringSubmatch(string(src), -1) {
+		listed = append(listed, m[1]+" "+m[2])
+	}
+	var served []string
+	for _, p := range newContractEnv(t).srv.Routes() {
+		if strings.Contains(p, " ") { // mounted handlers (/mcp, /a2a) are in the prose
+			served = append(served, p)
+		}
+	}
+	sort.Strings(listed)
+	sort.Strings(served)
+	assert.Equal(t, served, listed, "doc.go's route table and the server's routes differ")
+}
+
 // samplePath fills the path parameters of a document path.
 func samplePath(path string) string {
 	r := strings.NewReplacer("{name}", "finance", "{id}", "00000000-0000-4000-8000-000000000000")
@@ -512,7 +550,10 @@ func TestOpenAPIContract(t *testing.T) {
 	doc := loadOpenAPI(t)
 	ce := newContractEnv(t)
 	e := ce.env
-	k := newContract(t, doc, e.ts.URL, e.ts.Client())
+	// Redirects are answers of their own here (GET /ui is one).
+	client := *e.ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	k := newContract(t, doc, e.ts.URL, &client)
 
 	// Agents that answer: finance synchronously, reports asynchronously
 	// (its callback URLs arrive on callbacks).
@@ -537,6 +578,10 @@ func TestOpenAPIContract(t *testing.T) {
 	k.do(call{method: "GET", path: "/metrics", status: 200})
 	k.do(call{method: "GET", path: "/openapi.json", status: 200})
 	k.do(call{method: "GET", path: "/.well-known/agent-card.json", status: 200})
+	r = k.do(call{method: "GET", path: "/ui/", status: 200})
+	assert.Contains(t, r.Header.Get("Content-Type"), "text/html")
+	r = k.do(call{method: "GET", path: "/ui", status: 301})
+	assert.Equal(t, "/ui/", r.Header.Get("Location"))
 
 	// ---- agents ----
 	fin := agentJSON("finance", finance.URL+"/task", "budget", "cost-center")
