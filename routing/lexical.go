@@ -48,12 +48,8 @@ type LexicalOptions struct {
 
 	// Debounce is how long, after a registry change, the background
 	// trainer waits for further changes before retraining, so a burst of
-	// changes (a reload of the agent directory) costs one training. For
-	// the first model of a classifier not in use yet, the wait starts
-	// again with every change, so agents registered in a stream are
-	// learned once the stream pauses for Debounce (a Classify meanwhile
-	// trains at once). Zero means [DefaultDebounce]; negative means no
-	// wait.
+	// changes (a reload of the agent directory) costs one training. Zero
+	// means [DefaultDebounce]; negative means no wait.
 	Debounce time.Duration
 
 	// ReadyWait is how long Classify waits for the first model when the
@@ -86,6 +82,9 @@ type LexicalOptions struct {
 // Classify starts the training, and waits for it when the last one took
 // less than a quarter of a second (a small registry: "register, then
 // route" sees the new agent), else answers from the previous model.
+// The same holds for the first model of agents registered after Follow
+// began: the first Classify trains it and waits for it (ReadyWait), so a
+// mesh that is filled and never routes never holds a model of them.
 //
 // Registries of 512 agents or more get a sparse model, whose weights are
 // on each agent's own words only: its memory and the cost of a message
@@ -302,9 +301,10 @@ func (l *Lexical) Apply(ev registry.Event) {
 	l.behind.Store(true)
 	// A classifier that is not classifying (a discovery-only mesh) does
 	// not retrain for every registration: the next Classify starts the
-	// training. The first model is trained in the background once the
-	// changes settle (see settle).
-	if l.running && (l.used.Load() || l.model.Load().empty()) {
+	// training. That holds for a first model too: readiness is the model
+	// of the agents Follow started with, and a Classify waits for a first
+	// model (ReadyWait).
+	if l.running && l.used.Load() {
 		l.kickLocked()
 	}
 }
@@ -424,13 +424,21 @@ func (l *Lexical) run() {
 			return
 		case <-l.kick:
 		}
-		if debounce > 0 && !l.settle(debounce) {
-			return
+		if debounce > 0 {
+			t := time.NewTimer(debounce)
+			select {
+			case <-l.stop:
+				t.Stop()
+				return
+			case <-l.hurry:
+				t.Stop()
+			case <-t.C:
+			}
 		}
 		// A kick left from before the classifier fell out of use does
-		// not train: only use, a first model, Sync or Classify do.
+		// not train: only use, Sync or Classify do.
 		l.mu.Lock()
-		want := l.wanted || l.used.Load() || l.model.Load().empty()
+		want := l.wanted || l.used.Load()
 		l.wanted = false
 		l.mu.Unlock()
 		if !want {
@@ -438,37 +446,6 @@ func (l *Lexical) run() {
 		}
 		if err := l.train(ctx); err != nil && ctx.Err() == nil {
 			l.logger().Error("routing: lexical training failed", "err", err)
-		}
-	}
-}
-
-// settle waits debounce after a kick, and reports false when the
-// classifier is closed meanwhile. A classifier nobody is asking for its
-// first model (a mesh being filled by registrations, not routing yet)
-// waits until the changes stop for debounce: a burst of registrations is
-// then learned in one training after it, not in a training of its first
-// agents in the middle of it, which the next changes would make stale. A
-// Classify (hurry) or a Sync (wanted) ends the wait.
-func (l *Lexical) settle(debounce time.Duration) bool {
-	for {
-		l.mu.Lock()
-		gen := l.gen
-		l.mu.Unlock()
-		t := time.NewTimer(debounce)
-		select {
-		case <-l.stop:
-			t.Stop()
-			return false
-		case <-l.hurry:
-			t.Stop()
-			return true
-		case <-t.C:
-		}
-		l.mu.Lock()
-		again := l.gen != gen && !l.wanted && !l.used.Load() && l.model.Load().empty()
-		l.mu.Unlock()
-		if !again {
-			return true
 		}
 	}
 }

@@ -370,37 +370,28 @@ func TestLexicalLeftoverKickDoesNotTrain(t *testing.T) {
 	assert.Equal(t, settled, trainings.Load(), "an unused classifier trained a change")
 }
 
-// An unused classifier with no model yet learns a stream of registrations
-// once the stream pauses, in one training, not in trainings of its first
-// agents while they arrive.
-func TestLexicalFirstModelWaitsForTheStreamToPause(t *testing.T) {
-	const debounce = 400 * time.Millisecond
+// An unused classifier with no model of its agents yet trains none while
+// they arrive, nor after: the first Classify trains the model, of every
+// agent, and answers from it.
+func TestLexicalFirstModelWaitsForAClassify(t *testing.T) {
+	const debounce = 5 * time.Millisecond
 	l, src := lexFollowing(t, debounce) // no agents: the empty model
 	trainings := lexCountTrainings(l)
 	agents := lexHelpDeskInternal()
-	for i := range 24 { // 24 changes, 1/16 of a debounce apart: 1.5 debounces in all
+	for i := range 24 {
 		a := agents[i%len(agents)]
 		a.Examples = append(slices.Clone(a.Examples), fmt.Sprintf("variant %d", i))
 		src.Emit(registry.Event{Type: registry.EventPut, Agent: a})
-		time.Sleep(debounce / 16)
 	}
-	assert.Zero(t, trainings.Load(), "trained while the registrations kept coming")
-	assert.Eventually(t, func() bool { return trainings.Load() == 1 }, 10*time.Second, debounce/4,
-		"no training after the stream paused")
-	time.Sleep(debounce)
-	assert.Equal(t, int64(1), trainings.Load(), "one training for the whole stream")
-	info, ok := l.Info()
-	require.True(t, ok)
-	assert.Equal(t, 4, info.Agents, "the model has every agent of the stream (the default one too: it has examples now)")
-}
+	time.Sleep(40 * debounce)
+	assert.Zero(t, trainings.Load(), "an unused classifier trained in the background")
+	assert.True(t, l.Ready(), "ready: it learned the agents it started with (none)")
 
-// A Classify during the stream trains the first model at once.
-func TestLexicalFirstModelClassifyDoesNotWaitForThePause(t *testing.T) {
-	l, src := lexFollowing(t, time.Hour) // only a Classify can end the wait
-	for _, a := range lexHelpDeskInternal() {
-		src.Emit(registry.Event{Type: registry.EventPut, Agent: a})
-	}
 	c, err := l.Classify(context.Background(), "will it rain tomorrow")
 	require.NoError(t, err)
 	assert.Equal(t, "weather", c.AgentID)
+	assert.Equal(t, int64(1), trainings.Load(), "one training, for the Classify")
+	info, ok := l.Info()
+	require.True(t, ok)
+	assert.Equal(t, 4, info.Agents, "the model has every agent (the default one too: it has examples now)")
 }
