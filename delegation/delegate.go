@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/agentmesh/agentmesh/breaker"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/internal/apierr"
@@ -115,7 +113,7 @@ func (c *Client) Delegate(ctx context.Context, req Request) (rec Record, err err
 	}
 	now := c.now()
 	rec = Record{
-		ID:          uuid.NewString(),
+		ID:          newID(),
 		SourceAgent: req.SourceAgent,
 		TargetAgent: p.agent.Name,
 		Task:        req.Task,

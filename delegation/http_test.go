@@ -63,7 +63,7 @@ func TestHTTPRequestContract(t *testing.T) {
 	sum := sha256.Sum256([]byte(token))
 	assert.Equal(t, sum[:], e.stored(rec.ID).SecretHash, "only the SHA-256 of the secret is stored")
 	assert.Empty(t, rec.SecretHash, "read paths never return the secret hash")
-	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, rec.ID)
+	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, rec.ID, "a version 7 UUID")
 	assert.Equal(t, 1, rec.Depth)
 	assert.Equal(t, 1, rec.Attempts)
 	assert.Equal(t, "hr-agent", rec.SourceAgent)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
@@ -143,4 +145,13 @@ func (r Record) Failure() (code, msg string) {
 		msg = "the delegation ended " + string(r.Status)
 	}
 	return code, msg
+}
+
+// newID returns a new delegation id: a version 7 UUID, whose first 48
+// bits are the creation time in milliseconds (then a counter and random
+// bits), so a store keyed by id appends new records instead of writing
+// them all over its pages. An id is a name, not a secret: what guards a
+// record is its principal, and a callback its own secret.
+func newID() string {
+	return uuid.Must(uuid.NewV7()).String()
 }

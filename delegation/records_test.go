@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 // Records (docs/API.md#delegations): a sync delegation's records go through a
@@ -481,4 +483,24 @@ func TestRecordClone(t *testing.T) {
 	assert.Equal(t, done, *orig.FinishedAt)
 	assert.Equal(t, done, *orig.Deadline)
 	assert.Nil(t, delegation.Record{}.Clone().Result, "nil stays nil")
+}
+
+// Delegation ids are version 7 UUIDs: they sort in the order the
+// delegations were made (which lets a store keyed by id append new
+// records), and each is new.
+func TestRecordIDsSortInCreationOrder(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"result":"ok"}`)
+	}))
+	defer srv.Close()
+	e.register(registry.Agent{Name: "finance", Endpoint: srv.URL + "/task"})
+	var ids []string
+	for range 50 {
+		rec := e.delegate(delegation.Request{Target: "finance", Task: "Q3 budget"})
+		require.Equal(t, delegation.StatusCompleted, rec.Status, rec.Error)
+		ids = append(ids, rec.ID)
+	}
+	assert.True(t, slices.IsSorted(ids), "ids out of creation order: %v", ids)
+	assert.Len(t, slices.Compact(slices.Clone(ids)), len(ids), "an id repeated")
 }

@@ -373,3 +373,77 @@ func listByScan(s *Store, status delegation.Status, limit int) ([]delegation.Rec
 	})
 	return out, err
 }
+
+// Record writes into a store that already holds 50,000 records, with the
+// delegation client's version 7 ids (time-ordered: a record lands at the
+// end of the records bucket) against random version 4 ids (a record lands
+// on any of its leaf pages, which each commit then writes out). Run
+//
+//	go test -run='^$' -bench=PutDelegationsIDs -benchtime=20000x ./store/boltstore
+//
+// KiB/commit is what each commit wrote to the file (bbolt's page writes);
+// pages/record the records bucket's leaf pages at the end, per record.
+func BenchmarkPutDelegationsIDs(b *testing.B) {
+	const fill = 50_000
+	for _, c := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"v4", benchID},
+		{"v7", benchOrderedID},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := openBench(b)
+			created := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+			record := func(i int) delegation.Record {
+				r := benchRecord(i, delegation.StatusCompleted, "finance", created.Add(time.Duration(i)*time.Millisecond))
+				r.ID = c.id(i)
+				return r
+			}
+			for start := 0; start < fill; start += 500 {
+				batch := make([]delegation.Record, 500)
+				for i := range batch {
+					batch[i] = record(start + i)
+				}
+				if err := s.PutDelegations(b.Context(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			recs := make([]delegation.Record, b.N)
+			for i := range recs {
+				recs[i] = record(fill + i)
+			}
+			before := s.db.Stats()
+			written := before.TxStats.GetWrite()
+			commits := s.commits.Load()
+			runWriters(b, s, 8, 4, "records", func(ctx context.Context, start, end int) error {
+				return s.PutDelegations(ctx, recs[start:end])
+			})
+			pageSize := int64(s.db.Info().PageSize)
+			if n := s.commits.Load() - commits; n > 0 {
+				after := s.db.Stats()
+				b.ReportMetric(float64((after.TxStats.GetWrite()-written)*pageSize)/1024/float64(n), "KiB/commit")
+			}
+			err := s.db.View(func(tx *bbolt.Tx) error {
+				d, err := delegationBucketsOf(tx)
+				if err != nil {
+					return err
+				}
+				st := d.records.Stats()
+				b.ReportMetric(float64(st.LeafPageN+st.LeafOverflowN)/float64(st.KeyN), "pages/record")
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// benchOrderedID returns the ID of the i-th benchmark record as a version
+// 7 UUID: its first 48 bits grow with i, as a version 7 id's millisecond
+// timestamp grows with time.
+func benchOrderedID(i int) string {
+	ms := uint64(1_750_000_000_000 + i)
+	return fmt.Sprintf("%08x-%04x-7%s", ms>>16, ms&0xffff, benchID(i)[15:])
+}

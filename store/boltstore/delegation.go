@@ -219,6 +219,11 @@ func delegationBucketsOf(tx *bbolt.Tx) (delegationBuckets, error) {
 			return d, fmt.Errorf("%w: no %q bucket in %q", ErrCorrupt, delegationBucketNames[i], bucketDelegations)
 		}
 	}
+	// A record's key is its id, which the delegation client makes a
+	// version 7 UUID (time-ordered): new records land at the end of the
+	// bucket too. Records from before, with random version 4 ids, stay
+	// where they are.
+	d.records.FillPercent = appendFillPercent
 	// Records are created and finish in time order, so these two indexes
 	// grow at their end: pages split full rather than half full
 	// (measured at 100,000 records: about half the pages). The status and
