@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/registry"
 )
 
 // Records (docs/API.md#delegations): a sync delegation's records go through a
@@ -490,11 +488,9 @@ func TestRecordClone(t *testing.T) {
 // records), and each is new.
 func TestRecordIDsSortInCreationOrder(t *testing.T) {
 	e := newEnv(t, nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	e.agentServer("finance", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"result":"ok"}`)
-	}))
-	defer srv.Close()
-	e.register(registry.Agent{Name: "finance", Endpoint: srv.URL + "/task"})
+	})
 	var ids []string
 	for range 50 {
 		rec := e.delegate(delegation.Request{Target: "finance", Task: "Q3 budget"})

@@ -193,8 +193,8 @@ func benchRecord(i int, status delegation.Status, target string, created time.Ti
 }
 
 // benchID returns the ID of the i-th benchmark record: a random-looking
-// UUID, as the delegation client's (version 4) are, so that records land
-// all over the records bucket.
+// version 4 UUID, as the delegation client's were before its version 7
+// ids (benchOrderedID), so that records land all over the records bucket.
 func benchID(i int) string {
 	x := uint64(i)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
 	x ^= x >> 31
@@ -230,16 +230,9 @@ func BenchmarkListDelegations(b *testing.B) {
 	const n = 100_000
 	s := openBench(b)
 	created := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	batch := make([]delegation.Record, 0, 1000)
-	for i := range n {
-		batch = append(batch, benchRecord(i, benchStatus(i), fmt.Sprintf("agent-%02d", i%50), created.Add(time.Duration(i)*time.Millisecond)))
-		if len(batch) == cap(batch) {
-			if err := s.PutDelegations(b.Context(), batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
+	fillDelegations(b, s, n, func(i int) delegation.Record {
+		return benchRecord(i, benchStatus(i), fmt.Sprintf("agent-%02d", i%50), created.Add(time.Duration(i)*time.Millisecond))
+	})
 	if info, err := os.Stat(s.path); err == nil {
 		b.Logf("%d records, file %.1f MiB", n, float64(info.Size())/(1<<20))
 	}
@@ -381,8 +374,9 @@ func listByScan(s *Store, status delegation.Status, limit int) ([]delegation.Rec
 //
 //	go test -run='^$' -bench=PutDelegationsIDs -benchtime=20000x ./store/boltstore
 //
-// KiB/commit is what each commit wrote to the file (bbolt's page writes);
-// pages/record the records bucket's leaf pages at the end, per record.
+// pagewrites/commit is bbolt's writes to the file a commit (a page, or a
+// node that spans pages, or the meta page); pages/record the records
+// bucket's leaf pages at the end, per record.
 func BenchmarkPutDelegationsIDs(b *testing.B) {
 	const fill = 50_000
 	for _, c := range []struct {
@@ -400,29 +394,18 @@ func BenchmarkPutDelegationsIDs(b *testing.B) {
 				r.ID = c.id(i)
 				return r
 			}
-			for start := 0; start < fill; start += 500 {
-				batch := make([]delegation.Record, 500)
-				for i := range batch {
-					batch[i] = record(start + i)
-				}
-				if err := s.PutDelegations(b.Context(), batch); err != nil {
-					b.Fatal(err)
-				}
-			}
+			fillDelegations(b, s, fill, record)
 			recs := make([]delegation.Record, b.N)
 			for i := range recs {
 				recs[i] = record(fill + i)
 			}
-			before := s.db.Stats()
-			written := before.TxStats.GetWrite()
-			commits := s.commits.Load()
+			writes := func() int64 { st := s.db.Stats(); return st.TxStats.GetWrite() }
+			before, commits := writes(), s.commits.Load()
 			runWriters(b, s, 8, 4, "records", func(ctx context.Context, start, end int) error {
 				return s.PutDelegations(ctx, recs[start:end])
 			})
-			pageSize := int64(s.db.Info().PageSize)
 			if n := s.commits.Load() - commits; n > 0 {
-				after := s.db.Stats()
-				b.ReportMetric(float64((after.TxStats.GetWrite()-written)*pageSize)/1024/float64(n), "KiB/commit")
+				b.ReportMetric(float64(writes()-before)/float64(n), "pagewrites/commit")
 			}
 			err := s.db.View(func(tx *bbolt.Tx) error {
 				d, err := delegationBucketsOf(tx)
@@ -446,4 +429,20 @@ func BenchmarkPutDelegationsIDs(b *testing.B) {
 func benchOrderedID(i int) string {
 	ms := uint64(1_750_000_000_000 + i)
 	return fmt.Sprintf("%08x-%04x-7%s", ms>>16, ms&0xffff, benchID(i)[15:])
+}
+
+// fillDelegations writes records 0 to n-1 of record into s, 1000 to a
+// call.
+func fillDelegations(b *testing.B, s *Store, n int, record func(i int) delegation.Record) {
+	b.Helper()
+	batch := make([]delegation.Record, 0, 1000)
+	for i := range n {
+		batch = append(batch, record(i))
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := s.PutDelegations(b.Context(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
 }
