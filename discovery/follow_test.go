@@ -20,11 +20,7 @@ import (
 // search for them at once, from several goroutines, many times.
 func TestFollowReadYourWrites(t *testing.T) {
 	ctx := context.Background()
-	store := memstore.New()
-	t.Cleanup(func() { _ = store.Close() })
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := newRegistry(t)
 	e := discovery.New(nil)
 	stop := e.Follow(reg)
 	t.Cleanup(stop)
@@ -81,11 +77,7 @@ func TestFollowReadYourWrites(t *testing.T) {
 // before it, and none after.
 func TestFollowStopIndexesWhatArrived(t *testing.T) {
 	ctx := context.Background()
-	store := memstore.New()
-	t.Cleanup(func() { _ = store.Close() })
-	reg, err := registry.New(ctx, store, &registry.Options{SweepInterval: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := newRegistry(t)
 	e := discovery.New(nil)
 	stop := e.Follow(reg)
 	for i := range 500 {
@@ -94,7 +86,7 @@ func TestFollowStopIndexesWhatArrived(t *testing.T) {
 		require.NoError(t, err)
 	}
 	stop()
-	_, _, err = reg.Register(ctx, registry.Agent{Name: "late", Description: "forecasts",
+	_, _, err := reg.Register(ctx, registry.Agent{Name: "late", Description: "forecasts",
 		Capabilities: []string{"weather"}, Endpoint: "https://agent.example.com/task"})
 	require.NoError(t, err)
 	assert.Equal(t, 500, e.Len())
@@ -102,6 +94,18 @@ func TestFollowStopIndexesWhatArrived(t *testing.T) {
 
 // letterWord is a made-up word of letters only, different for each n
 // (digits would split it into words other agents share).
+// newRegistry returns a registry on a memory store, without a sweeper,
+// closed with the test.
+func newRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	reg, err := registry.New(context.Background(), store, &registry.Options{SweepInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
 func letterWord(n int) string {
 	b := []byte("qj")
 	for x := n; ; x /= 26 {
