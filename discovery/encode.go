@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
 // AppendSearchJSON runs Search(query, q) and appends the JSON encoding of
@@ -120,69 +121,7 @@ func appendJSONStrings(dst []byte, ss []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, s)
+		dst = jsonvalue.AppendString(dst, s)
 	}
 	return append(dst, ']')
-}
-
-// jsonSafe holds the ASCII bytes json.Marshal writes as they are: all but
-// control characters, '"', '\\' and the HTML characters '<', '>', '&'.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string exactly as json.Marshal
-// writes it: HTML characters, control characters and U+2028/U+2029
-// escaped, invalid UTF-8 replaced by U+FFFD.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if jsonSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

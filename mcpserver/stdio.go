@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/internal/jsonvalue"
 )
 
 // NewStdio is [New] with the transport to serve it on over stdin and
@@ -252,7 +253,7 @@ func plainID(v []byte) bool {
 			return false
 		}
 		for _, c := range v[1 : len(v)-1] {
-			if c >= 0x80 || !jsonSafe(c) {
+			if !jsonvalue.Plain(c) {
 				return false
 			}
 		}
@@ -269,29 +270,23 @@ func plainID(v []byte) bool {
 	return true
 }
 
-// jsonSafe reports whether JSON writes the ASCII byte c in a string as it
-// is (json.Marshal escapes '"', '\\', control characters and the HTML
-// characters '<', '>' and '&').
-func jsonSafe(c byte) bool {
-	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-}
-
 // reply answers the call: the tool's result, encoded as the SDK encodes
 // it, in the frame its transport writes.
 func (d *desk) reply(id []byte, req *mcp.CallToolRequest, in DiscoverArgs) {
 	res, callErr := d.discover(context.Background(), req, in)
-	frame := append(make([]byte, 0, 2*len(id)+64), `{"jsonrpc":"2.0","id":`...)
+	bp := frames.Get().(*[]byte)
+	defer frames.Put(bp)
+	frame := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
 	frame = append(frame, id...)
 	if callErr == nil {
-		result, err := encodeResult(res)
-		if err == nil {
-			frame = append(frame, `,"result":`...)
-			frame = append(frame, result...)
-			frame = append(frame, "}\n"...)
-			_, _ = d.w.Write(frame)
+		head := len(frame)
+		var err error
+		if frame, err = appendResult(append(frame, `,"result":`...), res); err == nil {
+			*bp = append(frame, "}\n"...)
+			_, _ = d.w.Write(*bp)
 			return
 		}
-		callErr = err
+		callErr, frame = err, frame[:head]
 	}
 	var we *jsonrpc.Error
 	if !errors.As(callErr, &we) {
@@ -303,31 +298,35 @@ func (d *desk) reply(id []byte, req *mcp.CallToolRequest, in DiscoverArgs) {
 	}
 	frame = append(frame, `,"error":`...)
 	frame = append(frame, b...)
-	frame = append(frame, "}\n"...)
-	_, _ = d.w.Write(frame)
+	*bp = append(frame, "}\n"...)
+	_, _ = d.w.Write(*bp)
 }
 
-// encodeResult encodes a tool result as the SDK does: a result of one
-// text content holding the structured content's JSON (what mesh_discover
-// answers) is written directly, with the text escaped once; any other
-// result by the SDK's own encoding.
-func encodeResult(res *mcp.CallToolResult) ([]byte, error) {
+// frames recycles the buffers replies are written from: a discover
+// answer's frame is about twice its results (the structured content and
+// its text copy), which would otherwise be garbage after every call.
+var frames = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendResult appends a tool result as the SDK encodes it: a result of
+// one text content holding the structured content's JSON (what
+// mesh_discover answers) is written directly, the text escaped from the
+// structured content's bytes; any other result by the SDK's own encoding.
+func appendResult(dst []byte, res *mcp.CallToolResult) ([]byte, error) {
 	sc, ok := res.StructuredContent.(json.RawMessage)
 	if ok && !res.IsError && res.Meta == nil && res.InputRequests == nil && res.RequestState == "" && len(res.Content) == 1 {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil && tc.Text == string(sc) {
-			text, err := json.Marshal(tc.Text)
-			if err != nil {
-				return nil, err
-			}
-			b := make([]byte, 0, len(text)+len(sc)+64)
-			b = append(b, `{"content":[{"type":"text","text":`...)
-			b = append(b, text...)
-			b = append(b, `}],"structuredContent":`...)
-			b = append(b, sc...)
-			return append(b, '}'), nil
+			dst = append(dst, `{"content":[{"type":"text","text":`...)
+			dst = jsonvalue.AppendString(dst, sc)
+			dst = append(dst, `}],"structuredContent":`...)
+			dst = append(dst, sc...)
+			return append(dst, '}'), nil
 		}
 	}
-	return json.Marshal(res)
+	b, err := json.Marshal(res)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
 }
 
 // plainUTF8 reports whether line is valid UTF-8 without an escaped

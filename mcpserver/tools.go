@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -118,6 +119,8 @@ type tools struct {
 	// discoverArgs answers mesh_discover's decoded arguments (the stdio
 	// transport of NewStdio decodes them itself).
 	discoverArgs func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*mcp.CallToolResult, error)
+	// discoverSize is the length of the last mesh_discover answer.
+	discoverSize atomic.Int64
 }
 
 // add registers the six tools on srv, and the routing tools with a
@@ -290,11 +293,15 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		RequiredResources: in.RequiredResources,
 	}
 	if js, ok := t.search.(discovery.JSONSearcher); ok {
-		b, err := js.AppendSearchJSON(append(make([]byte, 0, 8<<10), `{"results":`...), in.Query, q)
+		// Sized by the last answer, so that a typical one is written
+		// without the buffer growing.
+		b, err := js.AppendSearchJSON(append(make([]byte, 0, t.discoverSize.Load()+1<<10), `{"results":`...), in.Query, q)
 		if err != nil {
 			return nil, nil, err
 		}
-		return nil, json.RawMessage(append(b, '}')), nil
+		b = append(b, '}')
+		t.discoverSize.Store(int64(len(b)))
+		return nil, json.RawMessage(b), nil
 	}
 	var results []discovery.Result
 	var err error

@@ -3,6 +3,10 @@
 // (strings, numbers, booleans, nil). Records that carry caller-supplied
 // JSON (session workflow state, delegation responses) are copied with it
 // so that stores and callers never share a mutable map.
+//
+// It also writes JSON strings byte for byte as encoding/json does
+// ([AppendString]), for the encoders that build a response by appending
+// (discovery's results, the MCP stdio transport's frames).
 package jsonvalue
 
 import (
