@@ -53,7 +53,7 @@ type discoverFunc = func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*
 func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
 	w := &frameWriter{w: s.out}
-	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw}
+	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw, idle: make(chan call)}
 	go d.pump(s.in)
 	return (&mcp.IOTransport{Reader: pr, Writer: w}).Connect(ctx)
 }
@@ -87,8 +87,23 @@ type desk struct {
 	version string
 	ready   bool
 
-	calls sync.WaitGroup
+	calls     sync.WaitGroup // the calls being answered
+	idle      chan call      // to an answerer waiting for a call
+	answerers int            // answerers started (by pump's goroutine)
 }
+
+// call is a mesh_discover call the desk answers.
+type call struct {
+	id  []byte
+	req *mcp.CallToolRequest
+	in  DiscoverArgs
+}
+
+// maxAnswerers is how many goroutines answer calls and stay for the next
+// ones: their stacks are grown once, where a goroutine a call would grow
+// its stack again for each (a tenth of a call's CPU). A call that finds
+// them all busy gets a goroutine of its own, as the SDK gives every call.
+const maxAnswerers = 8
 
 // plainVersions are the protocol versions whose tool results carry no
 // resultType and which the SDK accepts as they are.
@@ -122,6 +137,7 @@ func (d *desk) pump(in io.Reader) {
 		}
 	}
 	d.calls.Wait()
+	close(d.idle)
 	if errors.Is(err, io.EOF) {
 		err = nil // the SDK's reader sees io.EOF
 	}
@@ -153,12 +169,37 @@ func (d *desk) answer(line []byte) bool {
 	if !ok {
 		return false
 	}
+	d.start(call{id, req, in})
+	return true
+}
+
+// start hands c to an idle answerer, or to a new one while there are
+// fewer than maxAnswerers, or else to a goroutine of its own.
+func (d *desk) start(c call) {
 	d.calls.Add(1)
+	select {
+	case d.idle <- c:
+		return
+	default:
+	}
+	if d.answerers < maxAnswerers {
+		d.answerers++
+		go d.answerer(c)
+		return
+	}
 	go func() {
 		defer d.calls.Done()
-		d.reply(id, req, in)
+		d.reply(c)
 	}()
-	return true
+}
+
+// answerer answers c, then the calls handed to it while it waits, until
+// the end of stdin.
+func (d *desk) answerer(c call) {
+	for ok := true; ok; c, ok = <-d.idle {
+		d.reply(c)
+		d.calls.Done()
+	}
 }
 
 // watch follows the initialization: the client's initialize request (its
@@ -272,8 +313,9 @@ func plainID(v []byte) bool {
 
 // reply answers the call: the tool's result, encoded as the SDK encodes
 // it, in the frame its transport writes.
-func (d *desk) reply(id []byte, req *mcp.CallToolRequest, in DiscoverArgs) {
-	res, callErr := d.discover(context.Background(), req, in)
+func (d *desk) reply(c call) {
+	id := c.id
+	res, callErr := d.discover(context.Background(), c.req, c.in)
 	bp := frames.Get().(*[]byte)
 	defer frames.Put(bp)
 	frame := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
