@@ -244,3 +244,82 @@ func TestStdioTransport(t *testing.T) {
 	require.Len(t, seen, 20, "every call answered before the session ended")
 	require.NoError(t, <-done)
 }
+
+// heldSearcher searches the engine (through Search only, not its
+// encoder), except that a search for "held" waits until release is
+// closed; started counts such searches.
+type heldSearcher struct {
+	engine  *discovery.Engine
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s heldSearcher) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
+	if query == "held" {
+		s.started <- struct{}{}
+		<-s.release
+	}
+	return s.engine.Search(query, q)
+}
+
+// A call NewStdio answers never waits behind others: with more calls
+// held in the searcher than the transport keeps answerers, a later call
+// is still answered before any of them ends, and then all of them are.
+func TestStdioCallsDoNotWaitBehindOthers(t *testing.T) {
+	reg, engine, del := wireMesh(t)
+	const held = 12 // more than the transport's answerers
+	s := heldSearcher{engine: engine, started: make(chan struct{}, held), release: make(chan struct{})}
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, tr, err := mcpserver.NewStdio(reg, s, del, nil, sr, sw)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background(), tr); _ = sw.Close() }()
+	lines := make(chan string, held+2)
+	go func() {
+		br := bufio.NewReader(cr)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- line
+		}
+	}()
+	write := func(format string, args ...any) {
+		_, err := fmt.Fprintf(cw, format+"\n", args...)
+		require.NoError(t, err)
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	require.Contains(t, <-lines, `"id":1,`)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
+	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":%q}}}`
+	for i := range held {
+		write(call, 100+i, "held")
+	}
+	for range held {
+		select {
+		case <-s.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held calls did not all start: a call waited behind another")
+		}
+	}
+	write(call, 7, "budget")
+	select {
+	case line := <-lines:
+		require.Contains(t, line, `"id":7,`, "the later call is answered while the others are held")
+		require.Contains(t, line, `\"name\":\"full\"`)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call waited behind held ones")
+	}
+	close(s.release)
+	require.NoError(t, cw.Close())
+	answered := 0
+	for line := range lines {
+		require.Contains(t, line, `"result"`)
+		answered++
+	}
+	require.Equal(t, held, answered, "every held call answered once released")
+	require.NoError(t, <-done)
+}
