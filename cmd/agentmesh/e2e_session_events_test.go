@@ -147,7 +147,14 @@ func TestE2ESessionWebhook(t *testing.T) {
 	s, _ := c.do(http.MethodGet, "/v1/sessions/"+sid, nil).obj(t)["status"].(string)
 	assert.Equal(t, "completed", s)
 
-	text := string(p.as("").do(http.MethodGet, "/metrics", nil).body)
+	// The receiver holds the event before its 204 reaches the sender, and
+	// the sender counts a delivery when it reads that 204: wait for it.
+	var text string
+	require.Eventually(t, func() bool {
+		text = string(p.as("").do(http.MethodGet, "/metrics", nil).body)
+		got, _ := metricValue(text, `agentmesh_session_webhook_delivered_total`)
+		return got == "1"
+	}, 10*time.Second, 20*time.Millisecond, "the delivery is counted once the receiver answers")
 	for series, want := range map[string]string{
 		`agentmesh_sessions_closed_total{status="completed"}`:          "1",
 		`agentmesh_sessions_closed_total{status="expired"}`:            "0",
