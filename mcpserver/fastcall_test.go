@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -66,6 +67,68 @@ func FuzzDiscoverArguments(f *testing.F) {
 		}
 		if !reflect.DeepEqual(fast, sdk) {
 			t.Fatalf("%s: decoded %#v, the SDK %#v", raw, fast, sdk)
+		}
+	})
+}
+
+// decoderMembers is members as a json.Decoder splits an object: the
+// reference FuzzMembers holds the hand-written walk to.
+func decoderMembers(raw json.RawMessage) ([]member, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errNotPlain
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, errNotPlain
+	}
+	var ms []member
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil, errNotPlain
+		}
+		for _, m := range ms {
+			if m.key == key {
+				return nil, errNotPlain
+			}
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotPlain
+		}
+		ms = append(ms, member{key, v})
+	}
+	if _, err := dec.Token(); err != nil || dec.InputOffset() != int64(len(raw)) { // }
+		return nil, errNotPlain
+	}
+	return ms, nil
+}
+
+// members splits an object into the members, keys and value bytes a
+// json.Decoder finds, and refuses what it refuses.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{ }`, `{"a":1}`, ` {"a":1}`, `{"a":1} `, `{"a" : 1 , "b":[1,{"c":"]}"}] ,"d":{"e":[]}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mesh_discover","arguments":{"query":"x"}}}`,
+		`{"a":"\"}\\"}`, `{"\u0061":1,"a":2}`, `{"é":true,"\u00e9":false}`, `{"a":null,"b":-1.5e3}`, `{"a":1,}`,
+		`{"a":1}{"b":2}`, `{"a"}`, `{1:2}`, `[1]`, `{"a":1`, "{\"\xff\":1,\"\xfe\":2}", `{"a":tru}`, "{\"a\":1\t}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := members(raw)
+		want, werr := decoderMembers(raw)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: members err %v, the decoder's %v", raw, err, werr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, the decoder %d", raw, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].key != want[i].key || !bytes.Equal(got[i].value, want[i].value) {
+				t.Fatalf("%q: member %d is %q: %s, the decoder's %q: %s", raw, i, got[i].key, got[i].value, want[i].key, want[i].value)
+			}
 		}
 	})
 }

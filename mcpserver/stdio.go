@@ -238,12 +238,14 @@ func (d *desk) watch(line []byte) string {
 // plainCall decodes a tools/call request of mesh_discover written plainly:
 // the members jsonrpc "2.0", a non-negative integer id or a string one of
 // characters JSON writes as they are, the method and params of a name and
-// arguments only (no _meta). id is the id as written.
+// arguments only (no _meta). id is the id as written. The id and
+// arguments are slices of a copy of line: the reader reuses its buffer.
 func plainCall(line []byte) (id []byte, req *mcp.CallToolRequest, ok bool) {
 	line = bytes.TrimSpace(line)
 	if !plainUTF8(line) {
 		return nil, nil, false
 	}
+	line = bytes.Clone(line)
 	ms, err := members(line)
 	if err != nil || len(ms) != 4 {
 		return nil, nil, false
