@@ -53,6 +53,7 @@ type discoverFunc = func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*
 func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
 	w := &frameWriter{w: s.out}
+	w.wrote.L = &w.mu
 	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw, idle: make(chan call)}
 	go d.pump(s.in)
 	return (&mcp.IOTransport{Reader: pr, Writer: w}).Connect(ctx)
@@ -60,18 +61,71 @@ func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 // frameWriter serializes writes to stdout: each Write is one message
 // (the SDK's transport writes a message and its newline in one call).
+// Messages written while another Write is on its way are queued and
+// written together, by that Write before it returns, in the order they
+// came: one system call for a burst of answers instead of one each. A
+// queued message's Write returns at once; the first write error is kept
+// and returned by every later Write. Close waits until what is queued is
+// written.
 type frameWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	w io.Writer
+
+	mu      sync.Mutex
+	wrote   sync.Cond // signalled when writing ends; L is &mu
+	writing bool      // a Write is writing; others queue
+	queued  []byte    // messages waiting for the writing Write
+	spare   []byte    // the writing Write's batch: queued's last buffer
+	err     error
 }
 
 func (f *frameWriter) Write(p []byte) (int, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.w.Write(p)
+	if f.err != nil || f.writing {
+		err := f.err
+		if err == nil {
+			f.queued = append(f.queued, p...)
+		}
+		f.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	f.writing = true
+	f.mu.Unlock()
+	_, err := f.w.Write(p)
+	f.mu.Lock()
+	for err == nil && len(f.queued) > 0 {
+		batch := f.queued
+		f.queued = f.spare[:0]
+		f.mu.Unlock()
+		_, err = f.w.Write(batch)
+		f.mu.Lock()
+		f.spare = batch
+	}
+	if err != nil {
+		f.err = err
+		f.queued = nil
+	}
+	f.writing = false
+	f.wrote.Broadcast()
+	f.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
-func (f *frameWriter) Close() error { return nil }
+// Close waits for the Write on its way, which writes what is queued; it
+// leaves stdout open.
+func (f *frameWriter) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.writing {
+		f.wrote.Wait()
+	}
+	return nil
+}
 
 // desk reads stdin line by line: it answers the calls it can, and passes
 // every other line, byte for byte, to the SDK's transport through sdk.
