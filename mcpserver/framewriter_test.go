@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -35,8 +36,8 @@ func (o *slowOut) Write(p []byte) (int, error) {
 	return o.buf.Write(p)
 }
 
-func newFrameWriter(out *slowOut) *frameWriter {
-	f := &frameWriter{w: out}
+func newFrameWriter(out io.Writer) *frameWriter {
+	f := &frameWriter{w: out, wait: closeWait}
 	f.wrote.L = &f.mu
 	return f
 }
@@ -90,4 +91,33 @@ func TestFrameWriterKeepsTheFirstError(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.Equal(t, "one\n", out.buf.String())
 	assert.Equal(t, 2, out.writes, "no write after the failure")
+}
+
+// stuckOut is stdout nobody reads: a write blocks until release closes.
+type stuckOut struct{ release chan struct{} }
+
+func (o stuckOut) Write(p []byte) (int, error) {
+	<-o.release
+	return len(p), nil
+}
+
+// Close waits for the queue only so long: a client that stops reading
+// does not keep the server from ending.
+func TestFrameWriterCloseDoesNotWaitForever(t *testing.T) {
+	out := stuckOut{release: make(chan struct{})}
+	defer close(out.release)
+	f := newFrameWriter(out)
+	f.wait = 50 * time.Millisecond
+	go func() { _, _ = f.Write([]byte("stuck\n")) }()
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.writing
+	}, 5*time.Second, time.Millisecond)
+	_, err := f.Write([]byte("queued\n"))
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, f.Close())
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "it waited for the write on its way")
 }

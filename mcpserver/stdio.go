@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -52,7 +53,7 @@ type discoverFunc = func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*
 // transport to the messages it does not answer.
 func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	w := &frameWriter{w: s.out}
+	w := &frameWriter{w: s.out, wait: closeWait}
 	w.wrote.L = &w.mu
 	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw, idle: make(chan call)}
 	go d.pump(s.in)
@@ -68,7 +69,8 @@ func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // and returned by every later Write. Close waits until what is queued is
 // written.
 type frameWriter struct {
-	w io.Writer
+	w    io.Writer
+	wait time.Duration // how long Close waits for the queue
 
 	mu      sync.Mutex
 	wrote   sync.Cond // signalled when writing ends; L is &mu
@@ -116,13 +118,27 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close waits for the Write on its way, which writes what is queued; it
-// leaves stdout open.
+// closeWait is how long Close waits for the queue: a client that stopped
+// reading stdout must not keep the server from ending.
+const closeWait = 5 * time.Second
+
+// Close waits, up to f.wait, for the Write on its way, which writes what
+// is queued; it leaves stdout open.
 func (f *frameWriter) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for f.writing {
-		f.wrote.Wait()
+	written := make(chan struct{})
+	go func() {
+		f.mu.Lock()
+		for f.writing {
+			f.wrote.Wait()
+		}
+		f.mu.Unlock()
+		close(written)
+	}()
+	t := time.NewTimer(f.wait)
+	defer t.Stop()
+	select {
+	case <-written:
+	case <-t.C:
 	}
 	return nil
 }
@@ -371,9 +387,10 @@ func plainID(v []byte) bool {
 // it, in the frame its transport writes.
 func (d *desk) reply(c call) {
 	id := c.id
-	res, callErr := d.discover(context.Background(), c.req, c.in)
-	bp := frames.Get().(*[]byte)
-	defer frames.Put(bp)
+	bufs := replies.Get().(*replyBuffers)
+	defer replies.Put(bufs)
+	res, callErr := d.discover(lendAnswer(context.Background(), &bufs.answer), c.req, c.in)
+	bp := &bufs.frame
 	frame := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
 	frame = append(frame, id...)
 	if callErr == nil {
@@ -400,10 +417,19 @@ func (d *desk) reply(c call) {
 	_, _ = d.w.Write(*bp)
 }
 
-// frames recycles the buffers replies are written from: a discover
-// answer's frame is about twice its results (the structured content and
-// its text copy), which would otherwise be garbage after every call.
-var frames = sync.Pool{New: func() any { return new([]byte) }}
+// replyBuffers are the buffers of one reply: the answer mesh_discover
+// encodes its results into (lent to it through the context) and the
+// frame the reply is written from, about twice the answer (the
+// structured content and its text copy). Both would otherwise be garbage
+// after every call. They are taken and given back by the one goroutine
+// that answers the call, so sync.Pool finds them again: a buffer given
+// back at the end of one call and taken at the start of the next, by a
+// goroutine woken on the other processor, was never found.
+type replyBuffers struct {
+	answer, frame []byte
+}
+
+var replies = sync.Pool{New: func() any { return new(replyBuffers) }}
 
 // appendResult appends a tool result as the SDK encodes it: a result of
 // one text content holding the structured content's JSON (what

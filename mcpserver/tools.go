@@ -295,12 +295,22 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 	if js, ok := t.search.(discovery.JSONSearcher); ok {
 		// Sized by the last answer, so that a typical one is written
 		// without the buffer growing.
-		b, err := js.AppendSearchJSON(append(make([]byte, 0, t.discoverSize.Load()+1<<10), `{"results":`...), in.Query, q)
+		lent, _ := ctx.Value(answerKey{}).(*[]byte)
+		var buf []byte
+		if lent != nil {
+			buf = (*lent)[:0]
+		} else {
+			buf = make([]byte, 0, t.discoverSize.Load()+1<<10)
+		}
+		b, err := js.AppendSearchJSON(append(buf, `{"results":`...), in.Query, q)
 		if err != nil {
 			return nil, nil, err
 		}
 		b = append(b, '}')
 		t.discoverSize.Store(int64(len(b)))
+		if lent != nil {
+			*lent = b // grown, for the next answer
+		}
 		return nil, json.RawMessage(b), nil
 	}
 	var results []discovery.Result
@@ -314,6 +324,17 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		return nil, nil, err
 	}
 	return nil, discoverResult(results), nil
+}
+
+// answerKey is the context key of a buffer (*[]byte) lent to
+// mesh_discover for its answer by a caller that is done with the answer
+// once it has written it (the stdio reply), so that the buffer serves the
+// next call. Without one, each answer gets a buffer of its own.
+type answerKey struct{}
+
+// lendAnswer returns ctx lending *buf to mesh_discover's answer.
+func lendAnswer(ctx context.Context, buf *[]byte) context.Context {
+	return context.WithValue(ctx, answerKey{}, buf)
 }
 
 func discoverResult(results []discovery.Result) DiscoverResult {

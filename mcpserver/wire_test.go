@@ -323,3 +323,63 @@ func TestStdioCallsDoNotWaitBehindOthers(t *testing.T) {
 	require.Equal(t, held, answered, "every held call answered once released")
 	require.NoError(t, <-done)
 }
+
+// With many calls in flight NewStdio's replies are each their own call's:
+// every reply is, but for its id, the SDK transport's reply to the same
+// arguments. The buffers a reply is encoded in serve the next calls, so a
+// buffer given back too early would show here as another call's bytes.
+func TestStdioConcurrentRepliesAreTheirOwn(t *testing.T) {
+	reg, engine, del := wireMesh(t)
+	argSets := wireCalls[:9] // answers of different lengths, and none
+	want := make([]string, len(argSets))
+	sdk := startRawOn(t, func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport) {
+		srv, err := mcpserver.New(reg, engine, del, nil)
+		require.NoError(t, err)
+		return srv, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	}, "2025-06-18")
+	for i, args := range argSets {
+		line := sdk.roundTrip(t, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"mesh_discover","arguments":%s}}`, args))
+		want[i] = string(bytes.TrimPrefix(line, []byte(`{"jsonrpc":"2.0","id":0,`)))
+	}
+
+	c := startRawOn(t, func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport) {
+		srv, tr, err := mcpserver.NewStdio(reg, engine, del, nil, stdin, stdout)
+		require.NoError(t, err)
+		return srv, tr
+	}, "2025-06-18")
+	const n = 400
+	go func() {
+		for i := range n {
+			msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"mesh_discover","arguments":%s}}`, 1000+i, argSets[i%len(argSets)])
+			c.send(t, msg)
+		}
+	}()
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		for {
+			line, err := c.br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	seen := map[int]bool{}
+	deadline := time.After(20 * time.Second)
+	for range n {
+		var line []byte
+		select {
+		case line = <-lines:
+		case <-deadline:
+			t.Fatalf("%d replies of %d in 20 s", len(seen), n)
+		}
+		var id int
+		_, err := fmt.Sscanf(string(line), `{"jsonrpc":"2.0","id":%d,`, &id)
+		require.NoError(t, err, "%.200s", line)
+		prefix := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id)
+		require.Equal(t, want[(id-1000)%len(argSets)], strings.TrimPrefix(string(line), prefix), "reply to call %d", id)
+		seen[id] = true
+	}
+	require.Len(t, seen, n)
+}
