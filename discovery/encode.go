@@ -35,13 +35,47 @@ func (e *Engine) AppendSearchJSON(dst []byte, query string, q *Query) ([]byte, e
 	return append(dst, ']'), nil
 }
 
-// recordJSON is the JSON encoding of an indexed record, made on first use.
-// A doc's record never changes (Put makes a new doc), so neither does its
-// encoding.
+// AppendSearchJSONText is [Engine.AppendSearchJSON] that also appends to
+// text the same JSON as it stands inside a JSON string (escaped, without
+// the quotes): the text copy an MCP tool result gives of its structured
+// content. Each record's escaped encoding is made on its first use here
+// and kept with its encoding, so the copy costs a copy, not escaping
+// every byte again.
+func (e *Engine) AppendSearchJSONText(dst, text []byte, query string, q *Query) ([]byte, []byte, error) {
+	res, err := search(e, query, q, (*searcher).textResult)
+	if err != nil {
+		return dst, text, err
+	}
+	dst = append(dst, '[')
+	text = append(text, '[')
+	for i := range res {
+		if i > 0 {
+			dst = append(dst, ',')
+			text = append(text, ',')
+		}
+		start := len(dst)
+		if dst, err = res[i].appendJSON(dst); err != nil {
+			return dst, text, err
+		}
+		// The result is {"agent": the record, then what matched}: the
+		// record's escaped copy is kept, the rest is short.
+		text = append(text, `{\"agent\":`...)
+		text = append(text, res[i].escaped...)
+		text = jsonvalue.AppendEscaped(text, dst[start+len(`{"agent":`)+len(res[i].agent):])
+	}
+	return append(dst, ']'), append(text, ']'), nil
+}
+
+// recordJSON is the JSON encoding of an indexed record, made on first use,
+// and for [Engine.AppendSearchJSONText] that encoding escaped. A doc's
+// record never changes (Put makes a new doc), so neither do they.
 type recordJSON struct {
 	once sync.Once
 	b    []byte
 	err  error
+
+	escapeOnce sync.Once
+	escaped    []byte
 }
 
 // json returns the JSON encoding of the record d holds. It is safe to call
@@ -51,12 +85,23 @@ func (d *doc) json() ([]byte, error) {
 	return d.enc.b, d.enc.err
 }
 
+// escapedJSON returns d.json() escaped as the contents of a JSON string.
+func (d *doc) escapedJSON() ([]byte, error) {
+	b, err := d.json()
+	if err != nil {
+		return nil, err
+	}
+	d.enc.escapeOnce.Do(func() { d.enc.escaped = jsonvalue.AppendEscaped([]byte(nil), b) })
+	return d.enc.escaped, nil
+}
+
 // encodedResult is a [Result] whose agent is already encoded.
 type encodedResult struct {
 	matched
-	name  string // the agent's name, for the availability check
-	agent []byte // the agent's JSON encoding, shared with the index
-	err   error  // from encoding the agent
+	name    string // the agent's name, for the availability check
+	agent   []byte // the agent's JSON encoding, shared with the index
+	escaped []byte // for AppendSearchJSONText: agent escaped, shared with the index
+	err     error  // from encoding the agent
 }
 
 func (r encodedResult) agentName() string { return r.name }
@@ -66,6 +111,15 @@ func (s *searcher) encodedResult(terms []queryTerm, h hit) encodedResult {
 	d := &s.ix.docs[h.doc]
 	b, err := d.json()
 	return encodedResult{matched: s.match(terms, h), name: d.agent.Name, agent: b, err: err}
+}
+
+// textResult builds the encodedResult of a hit with its escaped agent.
+func (s *searcher) textResult(terms []queryTerm, h hit) encodedResult {
+	r := s.encodedResult(terms, h)
+	if r.err == nil {
+		r.escaped, r.err = s.ix.docs[h.doc].escapedJSON()
+	}
+	return r
 }
 
 // appendJSON appends r as the JSON object json.Marshal makes of a Result.

@@ -77,6 +77,15 @@ func TestAppendSearchJSONMatchesMarshal(t *testing.T) {
 				got, err := e.AppendSearchJSON([]byte("prefix:"), query, q)
 				require.NoError(t, err)
 				assert.Equal(t, "prefix:"+string(want), string(got))
+
+				// The text copy: the same JSON, as encoding/json writes it
+				// inside a string.
+				quoted, err := json.Marshal(string(want))
+				require.NoError(t, err)
+				got, text, err := e.AppendSearchJSONText([]byte("prefix:"), []byte("text:"), query, q)
+				require.NoError(t, err)
+				assert.Equal(t, "prefix:"+string(want), string(got))
+				assert.Equal(t, "text:"+string(quoted[1:len(quoted)-1]), string(text))
 				if len(res) > 0 {
 					nonEmpty++
 				}
@@ -106,6 +115,9 @@ func TestAppendSearchJSONFollowsUpdates(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, string(first), string(second))
 	assert.Contains(t, string(second), `"lastSeen":"2027-01-01T00:00:00Z"`)
+	_, text, err := e.AppendSearchJSONText(nil, nil, "invoice", nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(text), `\"lastSeen\":\"2027-01-01T00:00:00Z\"`, "the escaped copy follows the record")
 
 	a.Description = "Invoice questions and refunds over MCP" // re-indexed
 	e.Put(a)
@@ -124,6 +136,10 @@ func TestAppendSearchJSONErrors(t *testing.T) {
 	got, err := e.AppendSearchJSON([]byte("x"), " !!! ", nil)
 	require.ErrorIs(t, err, discovery.ErrEmptyQuery)
 	assert.Equal(t, "x", string(got), "nothing appended on error")
+	got, text, err := e.AppendSearchJSONText([]byte("x"), []byte("y"), " !!! ", nil)
+	require.ErrorIs(t, err, discovery.ErrEmptyQuery)
+	assert.Equal(t, "x", string(got))
+	assert.Equal(t, "y", string(text))
 	_, err = e.AppendSearchJSON(nil, "search", &discovery.Query{MinScore: 2})
 	require.ErrorIs(t, err, discovery.ErrInvalidQuery)
 

@@ -222,6 +222,16 @@ type JSONSearcher interface {
 
 var _ JSONSearcher = (*Engine)(nil)
 
+// A JSONTextSearcher also writes the text copy of its JSON
+// ([Engine.AppendSearchJSONText]): what an MCP tool result gives besides
+// its structured content.
+type JSONTextSearcher interface {
+	JSONSearcher
+	AppendSearchJSONText(dst, text []byte, query string, q *Query) ([]byte, []byte, error)
+}
+
+var _ JSONTextSearcher = (*Engine)(nil)
+
 // Follow makes the engine mirror src: it replaces the engine's content with
 // src's current agents (as [Engine.Reset] does) and applies every later
 // change event, until stop is called. stop is idempotent and safe for

@@ -21,6 +21,14 @@ func (p plainSearcher) Search(query string, q *discovery.Query) ([]discovery.Res
 	return p.e.Search(query, q)
 }
 
+// jsonSearcher encodes its results but writes no text copy of them, as a
+// wrapper that forwards only AppendSearchJSON.
+type jsonSearcher struct{ plainSearcher }
+
+func (j jsonSearcher) AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error) {
+	return j.e.AppendSearchJSON(dst, query, q)
+}
+
 // mesh_discover answers the same structured content whether the engine
 // encodes it (its fast path) or the tool builds it from the results, for
 // records with every field set, and the text content is that JSON.

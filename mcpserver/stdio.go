@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -396,7 +397,7 @@ func (d *desk) reply(c call) {
 	if callErr == nil {
 		head := len(frame)
 		var err error
-		if frame, err = appendResult(append(frame, `,"result":`...), res); err == nil {
+		if frame, err = appendResult(append(frame, `,"result":`...), res, &bufs.answer); err == nil {
 			*bp = append(frame, "}\n"...)
 			_, _ = d.w.Write(*bp)
 			return
@@ -417,31 +418,37 @@ func (d *desk) reply(c call) {
 	_, _ = d.w.Write(*bp)
 }
 
-// replyBuffers are the buffers of one reply: the answer mesh_discover
-// encodes its results into (lent to it through the context) and the
-// frame the reply is written from, about twice the answer (the
-// structured content and its text copy). Both would otherwise be garbage
+// replyBuffers are the buffers of one reply: the ones lent to
+// mesh_discover for its answer and its text copy (through the context)
+// and the frame the reply is written from, about twice the answer (the
+// structured content and its text copy). All would otherwise be garbage
 // after every call. They are taken and given back by the one goroutine
 // that answers the call, so sync.Pool finds them again: a buffer given
 // back at the end of one call and taken at the start of the next, by a
 // goroutine woken on the other processor, was never found.
 type replyBuffers struct {
-	answer, frame []byte
+	answer answerBuffers
+	frame  []byte
 }
 
 var replies = sync.Pool{New: func() any { return new(replyBuffers) }}
 
 // appendResult appends a tool result as the SDK encodes it: a result of
 // one text content holding the structured content's JSON (what
-// mesh_discover answers) is written directly, the text escaped from the
-// structured content's bytes; any other result by the SDK's own encoding.
-func appendResult(dst []byte, res *mcp.CallToolResult) ([]byte, error) {
+// mesh_discover answers) is written directly, its text copy the one in
+// lent when that holds it, else escaped from the structured content's
+// bytes; any other result by the SDK's own encoding.
+func appendResult(dst []byte, res *mcp.CallToolResult, lent *answerBuffers) ([]byte, error) {
 	sc, ok := res.StructuredContent.(json.RawMessage)
 	if ok && !res.IsError && res.Meta == nil && res.InputRequests == nil && res.RequestState == "" && len(res.Content) == 1 {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil && tc.Text == string(sc) {
-			dst = append(dst, `{"content":[{"type":"text","text":`...)
-			dst = jsonvalue.AppendString(dst, sc)
-			dst = append(dst, `}],"structuredContent":`...)
+			dst = append(dst, `{"content":[{"type":"text","text":"`...)
+			if lent.hasText && len(lent.json) == len(sc) && unsafe.SliceData(lent.json) == unsafe.SliceData(sc) {
+				dst = append(dst, lent.text...)
+			} else {
+				dst = jsonvalue.AppendEscaped(dst, sc)
+			}
+			dst = append(dst, `"}],"structuredContent":`...)
 			dst = append(dst, sc...)
 			return append(dst, '}'), nil
 		}

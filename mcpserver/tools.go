@@ -295,10 +295,19 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 	if js, ok := t.search.(discovery.JSONSearcher); ok {
 		// Sized by the last answer, so that a typical one is written
 		// without the buffer growing.
-		lent, _ := ctx.Value(answerKey{}).(*[]byte)
+		lent, _ := ctx.Value(answerKey{}).(*answerBuffers)
+		if ts, ok := js.(discovery.JSONTextSearcher); ok && lent != nil {
+			lent.hasText = false
+			b, text, err := ts.AppendSearchJSONText(append(lent.json[:0], `{"results":`...), append(lent.text[:0], `{\"results\":`...), in.Query, q)
+			if err != nil {
+				return nil, nil, err
+			}
+			lent.json, lent.text, lent.hasText = append(b, '}'), append(text, '}'), true
+			return nil, json.RawMessage(lent.json), nil
+		}
 		var buf []byte
 		if lent != nil {
-			buf = (*lent)[:0]
+			buf = lent.json[:0]
 		} else {
 			buf = make([]byte, 0, t.discoverSize.Load()+1<<10)
 		}
@@ -309,7 +318,7 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		b = append(b, '}')
 		t.discoverSize.Store(int64(len(b)))
 		if lent != nil {
-			*lent = b // grown, for the next answer
+			lent.json = b // grown, for the next answer
 		}
 		return nil, json.RawMessage(b), nil
 	}
@@ -326,15 +335,25 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 	return nil, discoverResult(results), nil
 }
 
-// answerKey is the context key of a buffer (*[]byte) lent to
-// mesh_discover for its answer by a caller that is done with the answer
-// once it has written it (the stdio reply), so that the buffer serves the
-// next call. Without one, each answer gets a buffer of its own.
+// answerBuffers are lent to mesh_discover for its answer, through the
+// context (answerKey), by a caller that is done with the answer once it
+// has written it (the stdio reply), so that they serve the next call:
+// the answer's JSON and, from a [discovery.JSONTextSearcher], its text
+// copy (the JSON escaped as the inside of a JSON string), which the
+// caller writes as it is. Without them each answer gets a buffer of its
+// own, and the SDK escapes the text copy.
+type answerBuffers struct {
+	json, text []byte
+	hasText    bool // text is the copy of the answer in json
+}
+
+// answerKey is the context key of the *answerBuffers lent to
+// mesh_discover.
 type answerKey struct{}
 
-// lendAnswer returns ctx lending *buf to mesh_discover's answer.
-func lendAnswer(ctx context.Context, buf *[]byte) context.Context {
-	return context.WithValue(ctx, answerKey{}, buf)
+// lendAnswer returns ctx lending bufs to mesh_discover's answer.
+func lendAnswer(ctx context.Context, bufs *answerBuffers) context.Context {
+	return context.WithValue(ctx, answerKey{}, bufs)
 }
 
 func discoverResult(results []discovery.Result) DiscoverResult {

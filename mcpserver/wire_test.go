@@ -114,14 +114,16 @@ func TestWireUnchanged(t *testing.T) {
 	reg, engine, del := wireMesh(t)
 	var got []byte
 	// The server on the SDK's stdio transport with each searcher, then on
-	// NewStdio's (which answers the plain calls itself).
+	// NewStdio's (which answers the plain calls itself) with the engine
+	// (which writes the text copy of its JSON) and with a searcher that
+	// only encodes JSON (the text copy escaped from it).
 	type variant struct {
 		search discovery.Searcher
 		stdio  bool
 	}
 	sdkEnd := 0
-	for _, v := range []variant{{engine, false}, {plainSearcher{engine}, false}, {engine, true}} {
-		if v.stdio {
+	for _, v := range []variant{{engine, false}, {plainSearcher{engine}, false}, {engine, true}, {jsonSearcher{plainSearcher{engine}}, true}} {
+		if v.stdio && sdkEnd == 0 {
 			sdkEnd = len(got)
 		}
 		serve := func(stdin io.Reader, stdout io.Writer) (*mcp.Server, mcp.Transport) {
@@ -158,8 +160,9 @@ func TestWireUnchanged(t *testing.T) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
 	// The golden file has the replies of the first two variants; the
-	// third's are the first's.
-	want = append(want, want[:bytes.Index(want[1:], []byte(`{"jsonrpc":"2.0","id":2,`))+1]...)
+	// third's and the fourth's are the first's.
+	first := want[:bytes.Index(want[1:], []byte(`{"jsonrpc":"2.0","id":2,`))+1]
+	want = append(append(want, first...), first...)
 	gotLines, wantLines := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
 	require.Len(t, gotLines, len(wantLines))
 	for i := range wantLines {

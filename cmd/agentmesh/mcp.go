@@ -194,10 +194,14 @@ type encodingBackend struct {
 	engine *discovery.Engine
 }
 
-var _ discovery.JSONSearcher = encodingBackend{}
+var _ discovery.JSONTextSearcher = encodingBackend{}
 
 func (e encodingBackend) AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error) {
 	return e.engine.AppendSearchJSON(dst, query, q)
+}
+
+func (e encodingBackend) AppendSearchJSONText(dst, text []byte, query string, q *discovery.Query) ([]byte, []byte, error) {
+	return e.engine.AppendSearchJSONText(dst, text, query, q)
 }
 
 // mcpRouter is the router for the MCP tools mesh_route and handle_message,

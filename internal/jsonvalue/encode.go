@@ -36,8 +36,18 @@ func Plain(c byte) bool {
 // invalid UTF-8 replaced by U+FFFD. It takes bytes as well as a string,
 // so that JSON held in a []byte can be quoted without a copy.
 func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	dst = AppendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendEscaped appends s as it stands between the quotes of the JSON
+// string AppendString writes: escaped, without the quotes. Pieces of a
+// string cut where a character starts, escaped one after the other, give
+// the bytes of escaping it whole, so the string copy of a JSON document
+// can be put together from pieces escaped once and kept.
+func AppendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
+	const hex = "0123456789abcdef"
 	start := 0 // s[start:i] is written as it is, once a byte ends the run
 	next := 0  // the end of the last multibyte character decoded
 	for i := range len(s) {
@@ -87,6 +97,5 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 			}
 		}
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }

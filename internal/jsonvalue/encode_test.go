@@ -3,6 +3,7 @@ package jsonvalue
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzAppendString holds the string encoder, given a string or the same
@@ -22,6 +23,26 @@ func FuzzAppendString(f *testing.F) {
 		}
 		if got := AppendString([]byte("x"), []byte(s)); string(got) != "x"+string(want) {
 			t.Fatalf("AppendString(x, []byte(%q)) = %s, want x%s", s, got, want)
+		}
+	})
+}
+
+// FuzzAppendEscaped: the pieces of a string cut where a character starts,
+// escaped one after the other, give what AppendString writes between its
+// quotes.
+func FuzzAppendEscaped(f *testing.F) {
+	for _, s := range []string{`{"a":"<b>"}`, "日本語 ☃", "a\xe2\x80b", "\xff\x00\u2028"} {
+		f.Add(s, uint(1))
+	}
+	f.Fuzz(func(t *testing.T, s string, cut uint) {
+		i := int(cut % uint(len(s)+1))
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		whole := AppendString(nil, s)
+		got := AppendEscaped(AppendEscaped([]byte(`"`), s[:i]), []byte(s[i:]))
+		if string(got)+`"` != string(whole) {
+			t.Fatalf("%q cut at %d: %s\", want %s", s, i, got, whole)
 		}
 	})
 }
