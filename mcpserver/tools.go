@@ -293,8 +293,6 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		RequiredResources: in.RequiredResources,
 	}
 	if js, ok := t.search.(discovery.JSONSearcher); ok {
-		// Sized by the last answer, so that a typical one is written
-		// without the buffer growing.
 		lent, _ := ctx.Value(answerKey{}).(*answerBuffers)
 		if ts, ok := js.(discovery.JSONTextSearcher); ok && lent != nil {
 			lent.hasText = false
@@ -309,6 +307,8 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 		if lent != nil {
 			buf = lent.json[:0]
 		} else {
+			// Sized by the last answer, so that a typical one is
+			// written without the buffer growing.
 			buf = make([]byte, 0, t.discoverSize.Load()+1<<10)
 		}
 		b, err := js.AppendSearchJSON(append(buf, `{"results":`...), in.Query, q)
