@@ -67,8 +67,8 @@ func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // written together, by that Write before it returns, in the order they
 // came: one system call for a burst of answers instead of one each. A
 // queued message's Write returns at once; the first write error is kept
-// and returned by every later Write. Close waits until what is queued is
-// written.
+// and returned by every later Write. Close waits, a while, until what is
+// queued is written.
 type frameWriter struct {
 	w    io.Writer
 	wait time.Duration // how long Close waits for the queue
