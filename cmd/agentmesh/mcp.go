@@ -165,6 +165,7 @@ func runStdio(ctx context.Context, args []string, env func(string) string, stdin
 		defer m.close(context.Background())
 		b = inproc{m}
 	}
+	growPipes(stdin, stdout)
 	server, transport, err := mcpserver.NewStdio(b, stdioSearcher(b), b, &mcpserver.Options{Logger: log, Router: b}, stdin, stdout)
 	if err != nil {
 		log.Error("agentmesh: cannot start", "err", err)
