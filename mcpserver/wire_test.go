@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,10 +291,21 @@ func TestStdioCallsDoNotWaitBehindOthers(t *testing.T) {
 			lines <- line
 		}
 	}()
-	write := func(format string, args ...any) {
-		_, err := fmt.Fprintf(cw, format+"\n", args...)
-		require.NoError(t, err)
-	}
+	// The messages are written by a goroutine of their own: a transport
+	// that made a call wait would stop reading stdin, and the test must
+	// then fail on its timeouts rather than hang in a write.
+	out := make(chan string, held+4)
+	go func() {
+		defer cw.Close()
+		for m := range out {
+			if _, err := io.WriteString(cw, m+"\n"); err != nil {
+				return
+			}
+		}
+	}()
+	release := sync.OnceFunc(func() { close(s.release) })
+	t.Cleanup(func() { release(); _ = cw.Close() })
+	write := func(format string, args ...any) { out <- fmt.Sprintf(format, args...) }
 	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	require.Contains(t, <-lines, `"id":1,`)
 	write(`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
@@ -316,8 +328,8 @@ func TestStdioCallsDoNotWaitBehindOthers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a call waited behind held ones")
 	}
-	close(s.release)
-	require.NoError(t, cw.Close())
+	release()
+	close(out) // the writer closes stdin once the messages are written
 	answered := 0
 	for line := range lines {
 		require.Contains(t, line, `"result"`)
