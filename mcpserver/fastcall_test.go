@@ -2,11 +2,17 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/registry"
 )
 
 // sdkDiscoverArgs is what the SDK's typed tool path makes of arguments:
@@ -131,4 +137,38 @@ func FuzzMembers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// jsonOnly is a searcher that encodes JSON but writes no text copy.
+type jsonOnly struct{ e *discovery.Engine }
+
+func (j jsonOnly) Search(query string, q *discovery.Query) ([]discovery.Result, error) {
+	return j.e.Search(query, q)
+}
+
+func (j jsonOnly) AppendSearchJSON(dst []byte, query string, q *discovery.Query) ([]byte, error) {
+	return j.e.AppendSearchJSON(dst, query, q)
+}
+
+// Buffers lent to mesh_discover that hold an earlier answer (the reply's
+// buffers are recycled, across servers of one process) never put that
+// answer's text copy in a new reply: with either kind of searcher the
+// reply is the SDK's encoding of the result.
+func TestLentBuffersCarryNoEarlierAnswer(t *testing.T) {
+	e := discovery.New(nil)
+	e.Put(registry.Agent{Name: "budget", Description: "Budget <numbers> & \"forecasts\"", Capabilities: []string{"budget"}, Endpoint: "https://budget.example.com/task"})
+	for _, search := range []discovery.Searcher{e, jsonOnly{e}} {
+		tl := &tools{search: search}
+		respond := respondFor(func(ctx context.Context, _ *mcp.CallToolRequest, in DiscoverArgs) (*mcp.CallToolResult, any, error) {
+			return tl.discover(ctx, in)
+		})
+		earlier := &answerBuffers{json: []byte(`{"results":[]}`), text: []byte(`{\"results\":[]}`)}
+		res, err := respond(lendAnswer(context.Background(), earlier), &mcp.CallToolRequest{}, DiscoverArgs{Query: "budget", Limit: discovery.DefaultLimit})
+		require.NoError(t, err)
+		got, err := appendResult(nil, res, earlier)
+		require.NoError(t, err)
+		want, err := json.Marshal(res)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "%T", search)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -443,7 +442,7 @@ func appendResult(dst []byte, res *mcp.CallToolResult, lent *answerBuffers) ([]b
 	if ok && !res.IsError && res.Meta == nil && res.InputRequests == nil && res.RequestState == "" && len(res.Content) == 1 {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil && tc.Text == string(sc) {
 			dst = append(dst, `{"content":[{"type":"text","text":"`...)
-			if lent.hasText && len(lent.json) == len(sc) && unsafe.SliceData(lent.json) == unsafe.SliceData(sc) {
+			if len(lent.text) > 0 {
 				dst = append(dst, lent.text...)
 			} else {
 				dst = jsonvalue.AppendEscaped(dst, sc)

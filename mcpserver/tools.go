@@ -295,12 +295,11 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 	if js, ok := t.search.(discovery.JSONSearcher); ok {
 		lent, _ := ctx.Value(answerKey{}).(*answerBuffers)
 		if ts, ok := js.(discovery.JSONTextSearcher); ok && lent != nil {
-			lent.hasText = false
 			b, text, err := ts.AppendSearchJSONText(append(lent.json[:0], `{"results":`...), append(lent.text[:0], `{\"results\":`...), in.Query, q)
 			if err != nil {
 				return nil, nil, err
 			}
-			lent.json, lent.text, lent.hasText = append(b, '}'), append(text, '}'), true
+			lent.json, lent.text = append(b, '}'), append(text, '}')
 			return nil, json.RawMessage(lent.json), nil
 		}
 		var buf []byte
@@ -341,18 +340,21 @@ func (t *tools) discover(ctx context.Context, in DiscoverArgs) (*mcp.CallToolRes
 // the answer's JSON and, from a [discovery.JSONTextSearcher], its text
 // copy (the JSON escaped as the inside of a JSON string), which the
 // caller writes as it is. Without them each answer gets a buffer of its
-// own, and the SDK escapes the text copy.
+// own, and the SDK escapes the text copy. text is empty unless it holds
+// the copy of this call's answer: lendAnswer empties it.
 type answerBuffers struct {
 	json, text []byte
-	hasText    bool // text is the copy of the answer in json
 }
 
 // answerKey is the context key of the *answerBuffers lent to
 // mesh_discover.
 type answerKey struct{}
 
-// lendAnswer returns ctx lending bufs to mesh_discover's answer.
+// lendAnswer returns ctx lending bufs to mesh_discover's answer, with no
+// text copy from an earlier one: the buffers are recycled, across
+// servers of one process whose searchers may not write one.
 func lendAnswer(ctx context.Context, bufs *answerBuffers) context.Context {
+	bufs.text = bufs.text[:0]
 	return context.WithValue(ctx, answerKey{}, bufs)
 }
 
