@@ -37,9 +37,7 @@ func (o *slowOut) Write(p []byte) (int, error) {
 }
 
 func newFrameWriter(out io.Writer) *frameWriter {
-	f := &frameWriter{w: out, wait: closeWait}
-	f.wrote.L = &f.mu
-	return f
+	return &frameWriter{w: out, wait: closeWait}
 }
 
 // Messages written at once by 8 writers reach stdout whole, each once,
@@ -112,7 +110,7 @@ func TestFrameWriterCloseDoesNotWaitForever(t *testing.T) {
 	require.Eventually(t, func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.writing
+		return f.written != nil
 	}, 5*time.Second, time.Millisecond)
 	_, err := f.Write([]byte("queued\n"))
 	require.NoError(t, err)
@@ -120,4 +118,28 @@ func TestFrameWriterCloseDoesNotWaitForever(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "it waited for the write on its way")
+}
+
+// Close returns once the Write on its way has written what was queued
+// behind it.
+func TestFrameWriterCloseWaitsForTheQueue(t *testing.T) {
+	out := &slowOut{}
+	f := newFrameWriter(out)
+	first := make(chan struct{})
+	go func() {
+		close(first)
+		_, _ = f.Write([]byte("first\n"))
+	}()
+	<-first
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.written != nil
+	}, 5*time.Second, 10*time.Microsecond)
+	_, err := f.Write([]byte("queued\n"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	assert.Equal(t, "first\nqueued\n", out.buf.String())
 }

@@ -54,7 +54,6 @@ type discoverFunc = func(context.Context, *mcp.CallToolRequest, DiscoverArgs) (*
 func (s *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
 	w := &frameWriter{w: s.out, wait: closeWait}
-	w.wrote.L = &w.mu
 	d := &desk{discover: s.discover, off: s.off || s.discover == nil, w: w, sdk: pw, idle: make(chan call)}
 	go d.pump(s.in)
 	return (&mcp.IOTransport{Reader: pr, Writer: w}).Connect(ctx)
@@ -73,16 +72,15 @@ type frameWriter struct {
 	wait time.Duration // how long Close waits for the queue
 
 	mu      sync.Mutex
-	wrote   sync.Cond // signalled when writing ends; L is &mu
-	writing bool      // a Write is writing; others queue
-	queued  []byte    // messages waiting for the writing Write
-	spare   []byte    // the writing Write's batch: queued's last buffer
+	written chan struct{} // while a Write is writing (others queue): closed when it ends
+	queued  []byte        // messages waiting for the writing Write
+	spare   []byte        // the writing Write's batch: queued's last buffer
 	err     error
 }
 
 func (f *frameWriter) Write(p []byte) (int, error) {
 	f.mu.Lock()
-	if f.err != nil || f.writing {
+	if f.err != nil || f.written != nil {
 		err := f.err
 		if err == nil {
 			f.queued = append(f.queued, p...)
@@ -93,7 +91,7 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	f.writing = true
+	f.written = make(chan struct{})
 	f.mu.Unlock()
 	_, err := f.w.Write(p)
 	f.mu.Lock()
@@ -109,8 +107,8 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 		f.err = err
 		f.queued = nil
 	}
-	f.writing = false
-	f.wrote.Broadcast()
+	close(f.written)
+	f.written = nil
 	f.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -125,15 +123,12 @@ const closeWait = 5 * time.Second
 // Close waits, up to f.wait, for the Write on its way, which writes what
 // is queued; it leaves stdout open.
 func (f *frameWriter) Close() error {
-	written := make(chan struct{})
-	go func() {
-		f.mu.Lock()
-		for f.writing {
-			f.wrote.Wait()
-		}
-		f.mu.Unlock()
-		close(written)
-	}()
+	f.mu.Lock()
+	written := f.written
+	f.mu.Unlock()
+	if written == nil {
+		return nil
+	}
 	t := time.NewTimer(f.wait)
 	defer t.Stop()
 	select {
