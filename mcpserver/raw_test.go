@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh/mcpserver"
 )
 
 // rawClient speaks JSON-RPC lines to a server on the SDK's IOTransport
@@ -120,4 +124,37 @@ func (c *rawClient) run(tb testing.TB, inFlight, n int, msg func(i int) []byte) 
 	if werr != nil {
 		tb.Fatal(werr)
 	}
+}
+
+// readLines reads r's lines, newline included, into the channel it
+// returns (buffered for n), which it closes at the end of r: a test then
+// waits for a line with a timeout instead of blocking in a read.
+func readLines(r io.Reader, n int) <-chan string {
+	lines := make(chan string, n)
+	go func() {
+		defer close(lines)
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	return lines
+}
+
+// runStdio runs NewStdio's server on pipes: the test reads its stdout
+// from out and writes its stdin to in; done gets Run's error once in is
+// closed and the session ends.
+func runStdio(tb testing.TB, reg mcpserver.Registry, search discovery.Searcher, del mcpserver.Delegations) (out *io.PipeReader, in *io.PipeWriter, done <-chan error) {
+	tb.Helper()
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, tr, err := mcpserver.NewStdio(reg, search, del, nil, sr, sw)
+	require.NoError(tb, err)
+	ended := make(chan error, 1)
+	go func() { ended <- srv.Run(context.Background(), tr); _ = sw.Close() }()
+	return cr, cw, ended
 }

@@ -220,12 +220,7 @@ func TestStdioTransport(t *testing.T) {
 	}
 	require.Equal(t, early(false), early(true))
 
-	cr, sw := io.Pipe()
-	sr, cw := io.Pipe()
-	srv, tr, err := mcpserver.NewStdio(reg, engine, del, nil, sr, sw)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(context.Background(), tr); _ = sw.Close() }()
+	cr, cw, done := runStdio(t, reg, engine, del)
 	go func() {
 		_, _ = cw.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}` + "\n" +
 			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}` + "\n"))
@@ -273,24 +268,8 @@ func TestStdioCallsDoNotWaitBehindOthers(t *testing.T) {
 	reg, engine, del := wireMesh(t)
 	const held = 12 // more than the transport's answerers
 	s := heldSearcher{engine: engine, started: make(chan struct{}, held), release: make(chan struct{})}
-	cr, sw := io.Pipe()
-	sr, cw := io.Pipe()
-	srv, tr, err := mcpserver.NewStdio(reg, s, del, nil, sr, sw)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(context.Background(), tr); _ = sw.Close() }()
-	lines := make(chan string, held+2)
-	go func() {
-		br := bufio.NewReader(cr)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				close(lines)
-				return
-			}
-			lines <- line
-		}
-	}()
+	cr, cw, done := runStdio(t, reg, s, del)
+	lines := readLines(cr, held+2)
 	// The messages are written by a goroutine of their own: a transport
 	// that made a call wait would stop reading stdin, and the test must
 	// then fail on its timeouts rather than hang in a write.
@@ -369,31 +348,21 @@ func TestStdioConcurrentRepliesAreTheirOwn(t *testing.T) {
 			c.send(t, msg)
 		}
 	}()
-	lines := make(chan []byte)
-	go func() {
-		defer close(lines)
-		for {
-			line, err := c.br.ReadBytes('\n')
-			if err != nil {
-				return
-			}
-			lines <- line
-		}
-	}()
+	lines := readLines(c.br, 0)
 	seen := map[int]bool{}
 	deadline := time.After(20 * time.Second)
 	for range n {
-		var line []byte
+		var line string
 		select {
 		case line = <-lines:
 		case <-deadline:
 			t.Fatalf("%d replies of %d in 20 s", len(seen), n)
 		}
 		var id int
-		_, err := fmt.Sscanf(string(line), `{"jsonrpc":"2.0","id":%d,`, &id)
+		_, err := fmt.Sscanf(line, `{"jsonrpc":"2.0","id":%d,`, &id)
 		require.NoError(t, err, "%.200s", line)
 		prefix := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id)
-		require.Equal(t, want[(id-1000)%len(argSets)], strings.TrimPrefix(string(line), prefix), "reply to call %d", id)
+		require.Equal(t, want[(id-1000)%len(argSets)], strings.TrimPrefix(line, prefix), "reply to call %d", id)
 		seen[id] = true
 	}
 	require.Len(t, seen, n)
