@@ -9,12 +9,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/a2acard"
 	"github.com/agentmesh/agentmesh/a2aserver"
-	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // An A2A client, built from the mesh's Agent Card, uses the whole mesh as
@@ -24,19 +22,12 @@ import (
 // authentication, as `agentmesh serve` does.
 func Example() {
 	ctx := context.Background()
-	store := memstore.New()
-	reg, err := registry.New(ctx, store, nil)
+	m, err := agentmesh.Open(ctx, nil) // registry, discovery and delegation in memory
 	if err != nil {
 		panic(err)
 	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	defer engine.Follow(reg)()
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine})
-	if err != nil {
-		panic(err)
-	}
-	defer del.Close()
+	defer m.Close()
+	reg, engine, del := m.Registry(), m.Engine(), m.Delegation()
 
 	// An agent speaking the POST /task contract.
 	finance := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,11 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/discovery"
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/mcpserver"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // An MCP client, connected in memory, lists the mesh's tools and asks
@@ -19,19 +17,12 @@ import (
 // (srv.Run(ctx, &mcp.StdioTransport{})) or over HTTP (HTTPHandler).
 func Example() {
 	ctx := context.Background()
-	store := memstore.New()
-	reg, err := registry.New(ctx, store, nil)
+	mesh, err := agentmesh.Open(ctx, nil) // registry, discovery and delegation in memory
 	if err != nil {
 		panic(err)
 	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	defer engine.Follow(reg)()
-	del, err := delegation.New(ctx, reg, store, &delegation.Options{Discovery: engine})
-	if err != nil {
-		panic(err)
-	}
-	defer del.Close()
+	defer mesh.Close()
+	reg, engine, del := mesh.Registry(), mesh.Engine(), mesh.Delegation()
 
 	for _, a := range []registry.Agent{
 		{Name: "finance", Description: "Budgets and cost centers per team", Capabilities: []string{"budget", "cost-center"}, Endpoint: "https://finance.example.com/task"},
