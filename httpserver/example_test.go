@@ -9,25 +9,21 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/agentmesh/agentmesh"
 	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/httpserver"
-	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // A mesh control plane on a test listener: register an agent over HTTP
 // with the API token, then discover it.
 func Example() {
-	ctx := context.Background()
-	reg, err := registry.New(ctx, memstore.New(), nil)
+	mesh, err := agentmesh.Open(context.Background(), nil) // registry and discovery in memory
 	if err != nil {
 		panic(err)
 	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	defer engine.Follow(reg)()
+	defer mesh.Close()
 
-	srv, err := httpserver.New(reg, engine, nil, &httpserver.Options{Token: "s3cret"})
+	srv, err := httpserver.New(mesh.Registry(), mesh.Engine(), nil, &httpserver.Options{Token: "s3cret"})
 	if err != nil {
 		panic(err)
 	}
