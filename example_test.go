@@ -5,22 +5,18 @@ import (
 	"fmt"
 
 	"github.com/agentmesh/agentmesh"
-	"github.com/agentmesh/agentmesh/discovery"
 	"github.com/agentmesh/agentmesh/registry"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // Register agents in a registry and discover them by a text query.
 func Example() {
 	ctx := context.Background()
-	reg, err := registry.New(ctx, memstore.New(), nil)
+	mesh, err := agentmesh.Open(ctx, nil)
 	if err != nil {
 		panic(err)
 	}
-	defer reg.Close()
-	engine := discovery.New(nil)
-	stop := engine.Follow(reg)
-	defer stop()
+	defer mesh.Close()
+	reg, engine := mesh.Registry(), mesh.Engine()
 
 	for _, a := range []registry.Agent{
 		{Name: "finance", Description: "Department budgets and cost centers.",
