@@ -3,7 +3,6 @@ package storetest_test
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -69,10 +68,7 @@ func (s *brokenStore) GetAgent(ctx context.Context, name string) (registry.Agent
 	}
 	a, ok := s.agents[name]
 	if !ok {
-		if s.bug == "plain-not-found" {
-			return registry.Agent{}, errors.New("not found")
-		}
-		return registry.Agent{}, fmt.Errorf("broken: %w", registry.ErrNotFound)
+		return registry.Agent{}, s.notFound(registry.ErrNotFound)
 	}
 	return s.out(a), nil
 }

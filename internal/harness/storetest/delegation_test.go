@@ -182,10 +182,7 @@ func (s *brokenDelegationStore) GetDelegation(ctx context.Context, id string) (d
 	}
 	r, ok := s.recs[id]
 	if !ok {
-		if s.bug == "plain-not-found" {
-			return delegation.Record{}, errors.New("not found")
-		}
-		return delegation.Record{}, fmt.Errorf("broken: %w", delegation.ErrNotFound)
+		return delegation.Record{}, s.notFound(delegation.ErrNotFound)
 	}
 	return s.copyRecord(r), nil
 }

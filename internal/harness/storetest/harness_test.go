@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -103,6 +104,15 @@ func (s *brokenBase) check(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// notFound is the error of a call on a missing key: sentinel wrapped, or
+// with the bug "plain-not-found" an error that is not it.
+func (s *brokenBase) notFound(sentinel error) error {
+	if s.bug == "plain-not-found" {
+		return errors.New("not found")
+	}
+	return fmt.Errorf("broken: %w", sentinel)
 }
 
 // callUnlocked is the bug "lost-updates" of a broken store whose caller

@@ -2,7 +2,6 @@ package storetest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -73,13 +72,6 @@ func (s *brokenSessionStore) out(v session.Session) session.Session {
 	return v.Clone()
 }
 
-func (s *brokenSessionStore) notFound() error {
-	if s.bug == "plain-not-found" {
-		return errors.New("not found")
-	}
-	return fmt.Errorf("broken: %w", session.ErrNotFound)
-}
-
 func (s *brokenSessionStore) GetSession(ctx context.Context, id string) (session.Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,7 +80,7 @@ func (s *brokenSessionStore) GetSession(ctx context.Context, id string) (session
 	}
 	v, ok := s.byID[id]
 	if !ok {
-		return session.Session{}, s.notFound()
+		return session.Session{}, s.notFound(session.ErrNotFound)
 	}
 	return s.out(v), nil
 }
@@ -101,7 +93,7 @@ func (s *brokenSessionStore) GetActiveSession(ctx context.Context, user string) 
 	}
 	cur := s.activeLocked(user)
 	if cur == nil {
-		return session.Session{}, s.notFound()
+		return session.Session{}, s.notFound(session.ErrNotFound)
 	}
 	return s.out(*cur), nil
 }
@@ -125,7 +117,7 @@ func (s *brokenSessionStore) UpdateSession(ctx context.Context, id string, fn fu
 	}
 	v, ok := s.byID[id]
 	if !ok {
-		return s.notFound()
+		return s.notFound(session.ErrNotFound)
 	}
 	cur := v.Clone()
 	if s.bug == "lost-updates" {
