@@ -17,7 +17,6 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/agentmesh/agentmesh/delegation"
-	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
@@ -303,12 +302,7 @@ func TestDelegationWritesShareCommits(t *testing.T) {
 				return &next, errBoom
 			})
 		},
-		func() error {
-			return s.UpdateAgent(t.Context(), "agent", func(*registry.Agent) (*registry.Agent, error) {
-				a := testAgent("agent")
-				return &a, nil
-			})
-		},
+		func() error { return storeAgent(t.Context(), s, testAgent("agent")) },
 	}
 	errs := commitAsOneBatch(t, s, calls)
 	assert.NoError(t, errs[0])

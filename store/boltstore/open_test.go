@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,9 +41,14 @@ func testAgent(name string) registry.Agent {
 // putAgent stores a under its name.
 func putAgent(t testing.TB, s *Store, a registry.Agent) {
 	t.Helper()
-	require.NoError(t, s.UpdateAgent(t.Context(), a.Name, func(*registry.Agent) (*registry.Agent, error) {
+	require.NoError(t, storeAgent(t.Context(), s, a))
+}
+
+// storeAgent stores a under its name and returns the store's error.
+func storeAgent(ctx context.Context, s *Store, a registry.Agent) error {
+	return s.UpdateAgent(ctx, a.Name, func(*registry.Agent) (*registry.Agent, error) {
 		return &a, nil
-	}))
+	})
 }
 
 // putJSON stores a in b under k, as the store encodes records.

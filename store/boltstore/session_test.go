@@ -14,7 +14,6 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/agentmesh/agentmesh/internal/harness/storetest"
-	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/session"
 )
 
@@ -201,12 +200,7 @@ func TestSessionWritesShareCommits(t *testing.T) {
 			})
 		},
 		func() error { return s.UpdateSession(t.Context(), "existing", appendTurn) },
-		func() error {
-			return s.UpdateAgent(t.Context(), "agent", func(*registry.Agent) (*registry.Agent, error) {
-				a := testAgent("agent")
-				return &a, nil
-			})
-		},
+		func() error { return storeAgent(t.Context(), s, testAgent("agent")) },
 	}
 	errs := commitAsOneBatch(t, s, calls)
 	assert.NoError(t, errs[0])
