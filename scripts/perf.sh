@@ -5,6 +5,10 @@
 # `agentmesh serve` on free loopback ports (18900–18999), drives it with
 # meshload and prints every figure of the table with its target, pass or
 # fail. The load generator shares the machine's cores with the server.
+# Under each delegation row, a "floor" row (no target) measures the same
+# requests through a bare reverse proxy instead of the mesh
+# (meshload -mode floor): what the machine allows a server that only
+# forwards them.
 #
 #   scripts/perf.sh              # the table, once
 #   scripts/perf.sh -r 3         # three runs, then the median and spread of each figure
@@ -153,24 +157,33 @@ load() {
 }
 
 # The figures of one run go into fig_<row>[run]; the rows:
-rows=(discover register delegate throughput mcp rss)
+rows=(discover register delegate floor1 throughput floor8 mcp rss)
 declare -A title target cmp
 title[discover]="GET /v1/discover ÷ GET /health throughput, 10k agents, c=8"
 title[register]="durable registrations (bbolt), c=8, ÷ the disk's limit 8 ÷ fdatasync p50"
 title[delegate]="sync delegation, c=1: added p50 ÷ direct p50"
+title[floor1]="  the floor: a bare reverse proxy for the mesh, added ÷ direct p50, c=1"
 title[throughput]="delegation mesh ÷ direct throughput, c=8"
+title[floor8]="  the floor: a bare reverse proxy for the mesh, ÷ direct throughput, c=8"
 title[mcp]="stdio MCP mesh_discover ÷ HTTP discover, 1k agents, 8 in flight"
 title[rss]="server RSS (MiB) after 10k agents (bbolt) and the discover load"
 target[discover]=0.5 cmp[discover]=ge
 target[register]=0.3 cmp[register]=ge
 target[delegate]=1.5 cmp[delegate]=le
 target[throughput]=0.3 cmp[throughput]=ge
+# The floor rows have no target: they are what the machine allows a
+# server that only forwards the request (meshload -mode floor).
+cmp[floor1]=ref cmp[floor8]=ref
 target[mcp]=1.0 cmp[mcp]=ge
 target[rss]=60 cmp[rss]=le
 declare -A value detail
 
 verdict() { # ROW VALUE
 	local ok
+	if [ "${cmp[$1]}" = ref ]; then
+		echo ref
+		return
+	fi
 	if [ "${cmp[$1]}" = ge ]; then
 		ok=$(awk "BEGIN { print ($2 >= ${target[$1]}) }")
 	else
@@ -179,7 +192,13 @@ verdict() { # ROW VALUE
 	if [ "$ok" = 1 ]; then echo pass; else echo FAIL; fi
 }
 
-sign() { if [ "${cmp[$1]}" = ge ]; then echo "≥ ${target[$1]}"; else echo "≤ ${target[$1]}"; fi; }
+sign() {
+	case ${cmp[$1]} in
+	ge) echo "≥ ${target[$1]}" ;;
+	le) echo "≤ ${target[$1]}" ;;
+	*) echo "—" ;;
+	esac
+}
 
 one_run() {
 	local r=$1 d
@@ -220,6 +239,16 @@ one_run() {
 	detail[delegate,$r]="mesh p50 $(jnum "$tmp/deleg1.json" 4 p50Ms 2) ms, direct $(jnum "$tmp/deleg1.json" 4 directP50Ms) ms, added $(jnum "$tmp/deleg1.json" 4 addedP50Ms) ms"
 	value[throughput,$r]=$(jnum "$tmp/deleg8.json" 4 throughputRatio)
 	detail[throughput,$r]="$(calc "$(jnum "$tmp/deleg8.json" 2 requestsPerSecond 2)" 0) ÷ $(calc "$(jnum "$tmp/deleg8.json" 2 requestsPerSecond 1)" 0) req/s"
+
+	# The floor under the two delegation rows, in the same run: the same
+	# requests through a bare reverse proxy (net/http/httputil, a process
+	# of its own) instead of the mesh.
+	"$ml" -json -mode floor -c 1 -d "$dur" >"$tmp/floor1.json"
+	"$ml" -json -mode floor -c 8 -d "$dur" >"$tmp/floor8.json"
+	value[floor1,$r]=$(jnum "$tmp/floor1.json" 4 addedP50Ratio)
+	detail[floor1,$r]="proxy p50 $(jnum "$tmp/floor1.json" 4 p50Ms 2) ms, direct $(jnum "$tmp/floor1.json" 4 directP50Ms) ms, added $(jnum "$tmp/floor1.json" 4 addedP50Ms) ms"
+	value[floor8,$r]=$(jnum "$tmp/floor8.json" 4 throughputRatio)
+	detail[floor8,$r]="$(calc "$(jnum "$tmp/floor8.json" 2 requestsPerSecond 2)" 0) ÷ $(calc "$(jnum "$tmp/floor8.json" 2 requestsPerSecond 1)" 0) req/s"
 
 	# bbolt, a fresh store: the disk's limit, then registrations.
 	d=$tmp/run$r-reg

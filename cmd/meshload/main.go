@@ -9,6 +9,7 @@
 //	meshload -mode register -c 8 -d 10s       # POST /v1/agents, a new agent each time
 //	meshload -mode mcp-stdio -cmd 'agentmesh --store memory' -n 10000 -c 1,8 -d 10s
 //	meshload -mode delegate -c 1,8 -d 5s      # direct POST to an echo agent, then through the mesh
+//	meshload -mode floor -c 1,8 -d 5s         # the same, through a bare reverse proxy instead: the machine's floor
 //	meshload -mode mixed -c 8 -d 10s          # discover 70 %, delegate 20 %, register/heartbeat 10 %
 //	meshload -mode soak -server-pid PID       # mixed for 10 min, the server's RSS, goroutines, files every 30 s
 //	meshload -mode fill -store-file F.db      # 100,000 delegation records and audit entries into a bbolt file, before serve
@@ -78,6 +79,14 @@ Modes (-mode):
              mesh ÷ direct throughput. Without -agent, meshload starts an
              echo agent and registers it as -target (serve needs
              --allow-private-endpoints for a loopback agent)
+  floor      as delegate, with a bare reverse proxy (net/http/httputil, in
+             a process of its own: meshload -mode proxy) in the mesh's
+             place: what a server that only forwards the request adds on
+             this machine, the floor under the delegate figures; needs no
+             server (-url is not used)
+  proxy      serve a reverse proxy to -agent (the agent's base URL) on a
+             free loopback port, printed as a URL on stdout, until stdin
+             closes: the process -mode floor starts
   mixed      per request, deterministic from -seed: GET /v1/discover 70 %,
              POST /v1/delegate to -target 20 %, POST /v1/agents 5 % and
              POST /v1/agents/{name}/heartbeat 5 % on a pool of -pool
@@ -100,7 +109,7 @@ Modes (-mode):
              durable commits at the first -c level: c ÷ p50
 
 A run lasts -d after -warmup, or exactly -n requests when -n is given
-(get, discover, register, direct, delegate, mixed). -c takes a list ("1,8"): one run per level, in
+(get, discover, register, direct, delegate, floor, mixed). -c takes a list ("1,8"): one run per level, in
 order, all -repeat times over, each with its own report (-json prints one
 JSON object per run).
 
@@ -143,13 +152,13 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	conc := "8"
 	fs.StringVar(&cfg.url, "url", "http://127.0.0.1:8766", "base URL of the agentmesh server")
 	fs.StringVar(&cfg.token, "token", env("MESH_TOKEN"), "bearer token (default $MESH_TOKEN)")
-	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak, fill or fsync")
+	fs.StringVar(&cfg.mode, "mode", "get", "get, discover, register, seed, mcp-stdio, takeover, direct, delegate, floor, proxy, mixed, soak, fill or fsync")
 	fs.StringVar(&cfg.path, "path", "/health", "path and query for -mode get, relative to -url")
 	fs.StringVar(&conc, "c", conc, "concurrent workers, each with its own keep-alive connection; a list (1,8) runs each level")
 	fs.IntVar(&cfg.repeat, "repeat", 1, "run the -c levels this many times over")
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration of a run (soak: 10m)")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "run this long before measuring (not with a count)")
-	fs.IntVar(&cfg.n, "n", 0, "number of requests (get, discover, register, direct, delegate, mixed) or agents (seed, mcp-stdio) instead of a duration")
+	fs.IntVar(&cfg.n, "n", 0, "number of requests (get, discover, register, direct, delegate, floor, mixed) or agents (seed, mcp-stdio) instead of a duration")
 	fs.StringVar(&cfg.queriesFile, "queries", "", "file of discover queries, one per line (default: generated)")
 	fs.IntVar(&cfg.nQueries, "nqueries", 1000, "number of generated discover queries")
 	fs.IntVar(&cfg.limit, "limit", 0, "discover result limit (0: the server's default, 10)")
@@ -161,7 +170,7 @@ func parseFlags(args []string, env func(string) string, stderr io.Writer) (*conf
 	fs.DurationVar(&cfg.settle, "settle", 15*time.Minute, "longest wait for the server to go idle before measuring; 0 does not wait")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.BoolVar(&cfg.json, "json", false, "print reports as JSON")
-	fs.StringVar(&cfg.agent, "agent", "", "direct, delegate, mixed, soak: the task endpoint of an agent already registered as -target (default: meshload starts an echo agent and registers it)")
+	fs.StringVar(&cfg.agent, "agent", "", "direct, delegate, floor, mixed, soak: the task endpoint of an agent already registered as -target (default: meshload starts an echo agent and registers it); proxy: the base URL it forwards to")
 	fs.StringVar(&cfg.agentAddr, "agent-addr", "127.0.0.1:0", "listen address of the echo agent meshload starts without -agent")
 	fs.StringVar(&cfg.target, "target", "meshload-echo", "name of the agent delegations go to")
 	fs.StringVar(&cfg.task, "task", "Summarize the open invoices of the finance team.", "task text of direct and delegate requests")
@@ -298,6 +307,10 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 		return 0, interrupted(ctx)
 	case "direct", "delegate":
 		return runDelegate(ctx, cfg, serverCPU, emit, stderr)
+	case "floor":
+		return runFloor(ctx, cfg, emit)
+	case "proxy":
+		return serveProxy(ctx, cfg, os.Stdin, stdout)
 	case "mixed", "soak":
 		return runMixed(ctx, cfg, gen, serverCPU, emit, stdout, stderr)
 	}
@@ -363,7 +376,7 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 		settle(ctx, cfg, serverCPU, stderr)
 		return 0, interrupted(ctx)
 	default:
-		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, mixed, soak, fill or fsync", cfg.mode)
+		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, floor, proxy, mixed, soak, fill or fsync", cfg.mode)
 	}
 	for range cfg.repeat {
 		for _, c := range cfg.concurrency {

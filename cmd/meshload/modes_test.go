@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/httpserver"
 	"github.com/agentmesh/agentmesh/registry"
@@ -313,4 +315,90 @@ func TestFsyncProbe(t *testing.T) {
 		t.Errorf("the probe left %d files in -dir", len(entries))
 	}
 	meshload(t, 1, "-mode", "fsync", "-d", "100ms", "-dir", dir+"/missing")
+}
+
+// A floor run measures the echo agent directly, then through a bare
+// reverse proxy in a child process, and compares the two as a delegate
+// run does; the proxy forwards the mesh's request unchanged.
+func TestFloorAgainstDirect(t *testing.T) {
+	t.Setenv(commandEnv, "1") // the child meshload is this test binary
+	rs := meshloadAll(t, 0, "-mode", "floor", "-n", "40", "-c", "1,2")
+	if len(rs) != 4 {
+		t.Fatalf("%d reports, want direct and floor at -c 1 and 2", len(rs))
+	}
+	for i, c := range []int{1, 2} {
+		direct, floor := rs[2*i], rs[2*i+1]
+		if direct.Mode != "direct" || floor.Mode != "floor" || direct.Concurrency != c || floor.Concurrency != c {
+			t.Fatalf("reports %d, %d: %s at %d and %s at %d", 2*i, 2*i+1, direct.Mode, direct.Concurrency, floor.Mode, floor.Concurrency)
+		}
+		wantOutcomes(t, direct, map[string]uint64{"200": 40})
+		wantOutcomes(t, floor, map[string]uint64{"200": 40})
+		if !strings.Contains(floor.Target, "a bare reverse proxy to "+strings.TrimPrefix(direct.Target, "POST ")) {
+			t.Errorf("the floor run's target %q is not a proxy in front of %q", floor.Target, direct.Target)
+		}
+		v := floor.VsDirect
+		if v == nil || v.DirectP50Ms != direct.Latency.P50 || v.DirectRequestsPerSecond != direct.RequestsPerSecond {
+			t.Fatalf("-c %d: the comparison is not against the direct run: %+v, direct %+v", c, v, direct.Latency)
+		}
+		if want := round2(floor.RequestsPerSecond / direct.RequestsPerSecond); v.ThroughputRatio != want || want <= 0 {
+			t.Errorf("-c %d: throughput ratio %v, want %v", c, v.ThroughputRatio, want)
+		}
+	}
+}
+
+// -mode proxy forwards every request to -agent and stops when its stdin
+// closes.
+func TestProxyForwardsUntilStdinCloses(t *testing.T) {
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Path", r.URL.Path)
+		_, _ = w.Write(append([]byte("got "), body...))
+	}))
+	t.Cleanup(agent.Close)
+	cfg, err := parseFlags([]string{"-mode", "proxy", "-agent", agent.URL}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		status, err := serveProxy(t.Context(), cfg, stdinR, stdoutW)
+		done <- result{status, err}
+	}()
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.TrimSpace(line)
+	resp, err := http.Post(url+"/task", "application/json", strings.NewReader(`{"task":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `got {"task":"x"}` || resp.Header.Get("X-Path") != "/task" {
+		t.Errorf("through the proxy: %d %q (path %q)", resp.StatusCode, body, resp.Header.Get("X-Path"))
+	}
+	_ = stdinW.Close()
+	select {
+	case r := <-done:
+		if r.status != 0 || r.err != nil {
+			t.Errorf("proxy ended with %d, %v", r.status, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy did not stop when its stdin closed")
+	}
+	if _, err := http.Get(url + "/task"); err == nil {
+		t.Error("the proxy still answers after it stopped")
+	}
+
+	_, err = serveProxy(t.Context(), &config{agent: "not a url"}, strings.NewReader(""), io.Discard)
+	if err == nil {
+		t.Error("-agent that is not an http URL: no error")
+	}
 }

@@ -28,9 +28,16 @@ import (
 // the mcp-stdio smoke test to start as its -cmd.
 const mcpServerEnv = "MESHLOAD_TEST_MCP_SERVER"
 
+// commandEnv makes the test binary meshload itself, for the modes that
+// start meshload as a child process (-mode floor starts -mode proxy).
+const commandEnv = "MESHLOAD_TEST_COMMAND"
+
 func TestMain(m *testing.M) {
-	if os.Getenv(mcpServerEnv) == "1" {
+	switch {
+	case os.Getenv(mcpServerEnv) == "1":
 		os.Exit(serveMCPStdio())
+	case os.Getenv(commandEnv) == "1":
+		main()
 	}
 	os.Exit(m.Run())
 }

@@ -141,8 +141,8 @@ type Report struct {
 	// Kinds summarizes each kind of request of a run that mixes several
 	// (-mode mixed, soak), by kind name.
 	Kinds map[string]*KindReport `json:"kinds,omitempty"`
-	// VsDirect compares a delegate run with the direct run at the same
-	// concurrency just before it (-mode delegate).
+	// VsDirect compares a delegate (or floor) run with the direct run at
+	// the same concurrency just before it (-mode delegate, floor).
 	VsDirect *Comparison `json:"vsDirect,omitempty"`
 	// DiskLimit is what -mode fsync derives from its p50.
 	DiskLimit *DiskLimit `json:"diskLimit,omitempty"`
@@ -162,8 +162,9 @@ type KindReport struct {
 	hist *histogram
 }
 
-// Comparison is a delegation through the mesh against a direct POST to
-// the same agent at the same concurrency.
+// Comparison is a delegation through the mesh (or, for -mode floor, the
+// same request through a bare reverse proxy) against a direct POST to the
+// same agent at the same concurrency.
 type Comparison struct {
 	DirectP50Ms             float64 `json:"directP50Ms"`
 	DirectRequestsPerSecond float64 `json:"directRequestsPerSecond"`
@@ -276,8 +277,12 @@ func (r *Report) writeText(w io.Writer) {
 			fmtMs(kr.Latency.P50), fmtMs(kr.Latency.P99), outcomeList(kr.Outcomes))
 	}
 	if c := r.VsDirect; c != nil {
-		fmt.Fprintf(w, "  vs direct  direct p50 %s, %.0f req/s; added p50 %s (mesh − direct), added ÷ direct p50 %.2f, mesh ÷ direct throughput %.2f\n",
-			fmtMs(c.DirectP50Ms), c.DirectRequestsPerSecond, fmtMs(c.AddedP50Ms), c.AddedP50Ratio, c.ThroughputRatio)
+		via := "mesh" // what stands between the client and the agent
+		if r.Mode == "floor" {
+			via = "proxy"
+		}
+		fmt.Fprintf(w, "  vs direct  direct p50 %s, %.0f req/s; added p50 %s (%s − direct), added ÷ direct p50 %.2f, %s ÷ direct throughput %.2f\n",
+			fmtMs(c.DirectP50Ms), c.DirectRequestsPerSecond, fmtMs(c.AddedP50Ms), via, c.AddedP50Ratio, via, c.ThroughputRatio)
 	}
 	if l := r.DiskLimit; l != nil {
 		fmt.Fprintf(w, "  limit      %d ÷ p50 = %.0f commits/s\n", l.InFlight, l.PerSecond)
