@@ -37,6 +37,22 @@ func newBenchAgent(b *testing.B) *httptest.Server {
 	return agent
 }
 
+// newBenchRegistry returns a registry in memory, without a sweeper, that
+// holds a, and closes it when b ends.
+func newBenchRegistry(b *testing.B, a registry.Agent) *registry.Registry {
+	b.Helper()
+	ctx := context.Background()
+	reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	if _, _, err := reg.Register(ctx, a); err != nil {
+		b.Fatal(err)
+	}
+	return reg
+}
+
 func newBenchMesh(b *testing.B) *benchMesh { return newBenchMeshWith(b, true) }
 
 // newBenchMeshWith keeps records in bbolt, or in memory when bolt is false.
@@ -54,15 +70,8 @@ func newBenchMeshWith(b *testing.B, bolt bool) *benchMesh {
 		b.Cleanup(func() { _ = bs.Close() })
 		records = bs
 	}
-	reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = reg.Close() })
-	if _, _, err := reg.Register(ctx, registry.Agent{Name: "finance", Description: "budgets",
-		Endpoint: agent.URL + "/task", Auth: &registry.Auth{Type: registry.AuthBearer, Token: "t0k3n"}}); err != nil {
-		b.Fatal(err)
-	}
+	reg := newBenchRegistry(b, registry.Agent{Name: "finance", Description: "budgets",
+		Endpoint: agent.URL + "/task", Auth: &registry.Auth{Type: registry.AuthBearer, Token: "t0k3n"}})
 	hc := (*netguard.Policy)(nil).NewClient(nil) // the same client for both paths
 	client, err := delegation.New(ctx, reg, records, &delegation.Options{HTTPClient: hc})
 	if err != nil {

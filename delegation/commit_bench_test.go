@@ -12,7 +12,6 @@ import (
 	"github.com/agentmesh/agentmesh/netguard"
 	"github.com/agentmesh/agentmesh/registry"
 	"github.com/agentmesh/agentmesh/store/boltstore"
-	"github.com/agentmesh/agentmesh/store/memstore"
 )
 
 // countingStore counts the writes of the group commit: PutDelegations
@@ -45,14 +44,7 @@ func BenchmarkDelegateStoreWrites(b *testing.B) {
 			}
 			b.Cleanup(func() { _ = bs.Close() })
 			st := &countingStore{Store: bs}
-			reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = reg.Close() })
-			if _, _, err := reg.Register(ctx, registry.Agent{Name: "finance", Description: "budgets", Endpoint: agent.URL + "/task"}); err != nil {
-				b.Fatal(err)
-			}
+			reg := newBenchRegistry(b, registry.Agent{Name: "finance", Description: "budgets", Endpoint: agent.URL + "/task"})
 			client, err := delegation.New(ctx, reg, st, &delegation.Options{HTTPClient: (*netguard.Policy)(nil).NewClient(nil)})
 			if err != nil {
 				b.Fatal(err)

@@ -33,14 +33,7 @@ func BenchmarkDelegateTracing(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			agent := newBenchAgent(b)
-			reg, err := registry.New(ctx, memstore.New(), &registry.Options{SweepInterval: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = reg.Close() })
-			if _, _, err := reg.Register(ctx, registry.Agent{Name: "finance", Description: "budgets", Endpoint: agent.URL + "/task"}); err != nil {
-				b.Fatal(err)
-			}
+			reg := newBenchRegistry(b, registry.Agent{Name: "finance", Description: "budgets", Endpoint: agent.URL + "/task"})
 			opts := &delegation.Options{}
 			if bc.on {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
