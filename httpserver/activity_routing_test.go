@@ -29,11 +29,7 @@ type activityEnv struct {
 
 func newActivityEnv(t *testing.T, counter session.ActiveCounter) *activityEnv {
 	t.Helper()
-	sstore := memstore.New()
-	t.Cleanup(func() { _ = sstore.Close() })
-	sessions, err := session.NewManager(sstore, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sessions.Close() })
+	sstore, sessions := newSessions(t)
 	if counter == nil {
 		counter = sstore
 	}

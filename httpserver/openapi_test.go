@@ -390,11 +390,7 @@ func (budgetClassifier) Classify(_ context.Context, text string) (routing.Classi
 func newContractEnv(t *testing.T) *contractEnv {
 	t.Helper()
 	ce := &contractEnv{}
-	sstore := memstore.New()
-	t.Cleanup(func() { _ = sstore.Close() })
-	sessions, err := session.NewManager(sstore, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sessions.Close() })
+	sstore, sessions := newSessions(t)
 	astore := memstore.New()
 	t.Cleanup(func() { _ = astore.Close() })
 	rec, err := audit.NewRecorder(astore, nil)

@@ -49,15 +49,23 @@ type routingEnv struct {
 	router   *routing.Router
 }
 
-// newRoutingEnv is a mesh with a real Router over memstore sessions and
-// the env's registry and delegation client, serving the routing routes.
-func newRoutingEnv(t *testing.T) *routingEnv {
+// newSessions is a session manager over a fresh memstore, both closed
+// when t ends.
+func newSessions(t *testing.T) (*memstore.Store, *session.Manager) {
 	t.Helper()
 	sstore := memstore.New()
 	t.Cleanup(func() { _ = sstore.Close() })
 	sessions, err := session.NewManager(sstore, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sessions.Close() })
+	return sstore, sessions
+}
+
+// newRoutingEnv is a mesh with a real Router over memstore sessions and
+// the env's registry and delegation client, serving the routing routes.
+func newRoutingEnv(t *testing.T) *routingEnv {
+	t.Helper()
+	_, sessions := newSessions(t)
 	lr := &lateRouter{}
 	e := newEnv(t, envConfig{opts: func(o *httpserver.Options) {
 		o.Router = lr
