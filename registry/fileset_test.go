@@ -344,7 +344,7 @@ func TestReplaceFileAgentsRacingReaders(t *testing.T) {
 		follower[a.Name] = a
 	}
 
-	stop := make(chan struct{})
+	var stopped atomic.Bool // the readers' and writers' loops end once it is set
 	var readers sync.WaitGroup
 	var lists, bad atomic.Int64
 	var firstBad atomic.Value
@@ -369,12 +369,7 @@ func TestReplaceFileAgentsRacingReaders(t *testing.T) {
 	}
 	for range 4 {
 		readers.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stopped.Load() {
 				p, err := r.List(ctx, registry.ListOptions{Limit: registry.MaxListLimit})
 				if err != nil {
 					bad.Add(1)
@@ -388,12 +383,7 @@ func TestReplaceFileAgentsRacingReaders(t *testing.T) {
 		})
 	}
 	readers.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !stopped.Load() {
 			snap, cancel := r.Subscribe(func(registry.Event) {})
 			cancel()
 			check("Subscribe", snap)
@@ -401,12 +391,7 @@ func TestReplaceFileAgentsRacingReaders(t *testing.T) {
 	})
 	// API writes to other agents keep going during the swaps.
 	readers.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for i := 0; !stopped.Load(); i++ {
 			name := fmt.Sprintf("api-%d", i%4)
 			if _, _, err := r.Register(ctx, agent(name)); err != nil {
 				bad.Add(1)
@@ -432,7 +417,7 @@ func TestReplaceFileAgentsRacingReaders(t *testing.T) {
 		})
 	}
 	reloads.Wait()
-	close(stop)
+	stopped.Store(true)
 	readers.Wait()
 
 	require.Zero(t, bad.Load(), "first bad observation: %v", firstBad.Load())
