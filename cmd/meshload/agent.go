@@ -235,9 +235,9 @@ func startAgent(cfg *config) (endpoint string, stop func(), err error) {
 	return a.url, a.close, nil
 }
 
-// runDelegate runs -mode direct and delegate: at each -c level a direct
-// run and, for delegate, a run through the mesh right after it, compared
-// with it.
+// runDelegate runs -mode direct, delegate and floor: at each -c level a
+// direct run and, for delegate, a run through the mesh right after it
+// (for floor, through a bare reverse proxy), compared with it.
 func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duration, emit func(*Report), stderr io.Writer) (int, error) {
 	t, err := newHTTPTarget(cfg)
 	if err != nil {
@@ -248,11 +248,18 @@ func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duratio
 		return 1, err
 	}
 	defer stop()
-	mesh := cfg.mode == "delegate"
-	if mesh && cfg.agent == "" {
+	if cfg.mode == "delegate" && cfg.agent == "" {
 		if err := t.registerTarget(ctx, cfg.target, endpoint, cfg.task); err != nil {
 			return 1, err
 		}
+	}
+	var via string // -mode floor: endpoint through the proxy
+	if cfg.mode == "floor" {
+		var proxy *proxyProcess
+		if via, proxy, err = floorProxy(ctx, endpoint); err != nil {
+			return 1, err
+		}
+		defer proxy.close()
 	}
 	for range cfg.repeat {
 		for _, c := range cfg.concurrency {
@@ -265,13 +272,20 @@ func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duratio
 			direct := runLoad(ctx, p, ct.directOp(endpoint, cfg.task))
 			direct.Mode, direct.Target = "direct", "POST "+endpoint
 			emit(direct)
-			if !mesh {
+			var r *Report
+			switch cfg.mode {
+			case "delegate":
+				settle(ctx, cfg, serverCPU, stderr)
+				p.serverCPU = serverCPU
+				r = runLoad(ctx, p, ct.delegateOp(cfg.target, cfg.task))
+				r.Target = fmt.Sprintf("POST %s/v1/delegate (sync, to %s at %s)", t.base, cfg.target, endpoint)
+			case "floor":
+				r = runLoad(ctx, p, ct.directOp(via, cfg.task))
+				r.Target = fmt.Sprintf("POST %s (a bare reverse proxy to %s)", via, endpoint)
+			default:
 				continue
 			}
-			settle(ctx, cfg, serverCPU, stderr)
-			p.serverCPU = serverCPU
-			r := runLoad(ctx, p, ct.delegateOp(cfg.target, cfg.task))
-			r.Mode, r.Target = "delegate", fmt.Sprintf("POST %s/v1/delegate (sync, to %s at %s)", t.base, cfg.target, endpoint)
+			r.Mode = cfg.mode
 			compare(r, direct)
 			emit(r)
 		}

@@ -21,49 +21,24 @@ import (
 // measures it in the delegate mode's topology — the client and the echo
 // agent in meshload's process, the hop in a process of its own — with
 // net/http/httputil's ReverseProxy in the mesh's place: no registry, no
-// record, no authentication, only the second HTTP hop. Its added p50 and
-// throughput ratio bound from below what any mesh that delegates over
-// HTTP can reach here, so a target under it measures the machine, not
-// the mesh.
+// record, no authentication, only the second HTTP hop. No mesh that
+// delegates over HTTP adds less to the p50 here, or keeps more of the
+// direct throughput (within the noise of a run), so a target beyond it
+// measures the machine, not the mesh.
 
-// runFloor runs -mode floor: at each -c level a direct run, then the same
-// requests through a bare reverse proxy (meshload -mode proxy, started
-// as a child process), compared as -mode delegate compares the mesh.
-func runFloor(ctx context.Context, cfg *config, emit func(*Report)) (int, error) {
-	endpoint, stop, err := startAgent(cfg)
-	if err != nil {
-		return 1, err
-	}
-	defer stop()
+// floorProxy starts the bare reverse proxy of -mode floor in front of
+// the agent at endpoint and returns the URL that reaches endpoint
+// through it.
+func floorProxy(ctx context.Context, endpoint string) (via string, p *proxyProcess, err error) {
 	agent, err := url.Parse(endpoint)
 	if err != nil || agent.Host == "" {
-		return 2, fmt.Errorf("-agent %q: want http://host[:port]/path", endpoint)
+		return "", nil, fmt.Errorf("-agent %q: want http://host[:port]/path", endpoint)
 	}
-	proxy, err := startProxy(ctx, agent.Scheme+"://"+agent.Host)
+	p, err = startProxy(ctx, agent.Scheme+"://"+agent.Host)
 	if err != nil {
-		return 1, err
+		return "", nil, err
 	}
-	defer proxy.close()
-	via := proxy.url + agent.RequestURI()
-	t := &httpTarget{timeout: cfg.timeout}
-	for range cfg.repeat {
-		for _, c := range cfg.concurrency {
-			if ctx.Err() != nil {
-				return 0, interrupted(ctx)
-			}
-			ct := *t
-			ct.concurrency = c
-			p := plan{concurrency: c, count: cfg.n, duration: cfg.duration, warmup: cfg.warmup}
-			direct := runLoad(ctx, p, ct.directOp(endpoint, cfg.task))
-			direct.Mode, direct.Target = "direct", "POST "+endpoint
-			emit(direct)
-			r := runLoad(ctx, p, ct.directOp(via, cfg.task))
-			r.Mode, r.Target = "floor", fmt.Sprintf("POST %s (a bare reverse proxy to %s)", via, endpoint)
-			compare(r, direct)
-			emit(r)
-		}
-	}
-	return 0, interrupted(ctx)
+	return p.url + agent.RequestURI(), p, nil
 }
 
 // proxyProcess is a running meshload -mode proxy.

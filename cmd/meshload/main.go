@@ -305,10 +305,8 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 		}
 		emit(r)
 		return 0, interrupted(ctx)
-	case "direct", "delegate":
+	case "direct", "delegate", "floor":
 		return runDelegate(ctx, cfg, serverCPU, emit, stderr)
-	case "floor":
-		return runFloor(ctx, cfg, emit)
 	case "proxy":
 		return serveProxy(ctx, cfg, os.Stdin, stdout)
 	case "mixed", "soak":
