@@ -215,35 +215,19 @@ func (s *Store) PruneAudit(ctx context.Context, olderThan time.Time, keep int) (
 	if idle {
 		return 0, nil
 	}
-	total := 0
-	for {
-		n, more := 0, false
-		err := s.updateAlone(func(tx *bbolt.Tx) error {
-			root, b, ids, count, err := victims(tx)
-			if err != nil {
-				return err
-			}
-			more = len(ids) == pruneChunk
-			for _, id := range ids {
-				if err := b.Delete(id); err != nil {
-					return err
-				}
-			}
-			n = len(ids)
-			if n == 0 {
-				return nil
-			}
-			return putAuditCount(root, count-min(count, uint64(n)))
-		})
+	return s.deleteInChunks(ctx, "prune audit", func(tx *bbolt.Tx) (int, error) {
+		root, b, ids, count, err := victims(tx)
 		if err != nil {
-			return total, fmt.Errorf("boltstore: prune audit: %w", err)
+			return 0, err
 		}
-		total += n
-		if !more {
-			return total, nil
+		for _, id := range ids {
+			if err := b.Delete(id); err != nil {
+				return 0, err
+			}
 		}
-		if err := ctx.Err(); err != nil {
-			return total, err
+		if len(ids) == 0 {
+			return 0, nil
 		}
-	}
+		return len(ids), putAuditCount(root, count-min(count, uint64(len(ids))))
+	}, nil)
 }

@@ -751,51 +751,32 @@ func (s *Store) PruneDelegations(ctx context.Context, olderThan time.Time, keep 
 	if idle {
 		return 0, nil
 	}
-	total := 0
-	for {
-		n, more := 0, false
-		err := s.updateAlone(func(tx *bbolt.Tx) error {
-			d, err := delegationBucketsOf(tx)
-			if err != nil {
-				return err
-			}
-			ids, err := victims(d)
-			if err != nil {
-				return err
-			}
-			more = len(ids) == pruneChunk
-			for _, id := range ids {
-				k, err := d.oldKeys(id)
-				if err != nil {
-					return err
-				}
-				if k == nil {
-					return fmt.Errorf("%w: index entry for missing delegation %q", ErrCorrupt, id)
-				}
-				if err := d.remove(id, k); err != nil {
-					return err
-				}
-			}
-			n = len(ids)
-			if n == 0 {
-				return nil
-			}
-			return d.addCount(-n)
-		})
+	return s.deleteInChunks(ctx, "prune delegations", func(tx *bbolt.Tx) (int, error) {
+		d, err := delegationBucketsOf(tx)
 		if err != nil {
-			return total, fmt.Errorf("boltstore: prune delegations: %w", err)
+			return 0, err
 		}
-		total += n
-		if s.pruneChunkDone != nil {
-			s.pruneChunkDone()
+		ids, err := victims(d)
+		if err != nil {
+			return 0, err
 		}
-		if !more {
-			return total, nil
+		for _, id := range ids {
+			k, err := d.oldKeys(id)
+			if err != nil {
+				return 0, err
+			}
+			if k == nil {
+				return 0, fmt.Errorf("%w: index entry for missing delegation %q", ErrCorrupt, id)
+			}
+			if err := d.remove(id, k); err != nil {
+				return 0, err
+			}
 		}
-		if err := ctx.Err(); err != nil {
-			return total, err
+		if len(ids) == 0 {
+			return 0, nil
 		}
-	}
+		return len(ids), d.addCount(-len(ids))
+	}, nil)
 }
 
 // pruneExcess returns how many records d holds beyond keep (≤ 0 when
@@ -809,6 +790,39 @@ func pruneExcess(d delegationBuckets, keep int) (int, error) {
 		return 0, err
 	}
 	return int(min(count, 1<<62)) - keep, nil
+}
+
+// deleteInChunks deletes in write transactions of their own (see
+// [Store.updateAlone]) until one deletes fewer than pruneChunk entries,
+// checking ctx between them: chunk deletes the next entries in tx and
+// returns how many, and committed, if set, runs after each commit. It
+// returns the number deleted, so far on an error; what names the
+// operation in its errors.
+func (s *Store) deleteInChunks(ctx context.Context, what string, chunk func(tx *bbolt.Tx) (int, error), committed func()) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.updateAlone(func(tx *bbolt.Tx) (err error) {
+			n, err = chunk(tx)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("boltstore: %s: %w", what, err)
+		}
+		total += n
+		if committed != nil {
+			committed()
+		}
+		if s.pruneChunkDone != nil {
+			s.pruneChunkDone()
+		}
+		if n < pruneChunk {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
 }
 
 // updateAlone runs fn in a write transaction of its own, outside the

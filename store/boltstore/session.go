@@ -387,73 +387,58 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, visit 
 		return 0, err
 	}
 	cutoff := appendTime(nil, now)
-	total := 0
-	for {
-		n, more := 0, false
-		var active []session.Session // of this transaction, for visit
-		err := s.updateAlone(func(tx *bbolt.Tx) error {
-			active = active[:0]
-			b, err := sessionBucketsOf(tx)
-			if err != nil {
-				return err
-			}
-			type victim struct{ key, id, user []byte }
-			var vs []victim
-			c := b.byExpiry.Cursor()
-			for k, v := c.First(); k != nil && len(vs) < pruneChunk; k, v = c.Next() {
-				if len(k) <= timeKeyLen {
-					return fmt.Errorf("%w: session expiry entry of %d bytes", ErrCorrupt, len(k))
-				}
-				if bytes.Compare(k[:timeKeyLen], cutoff) > 0 {
-					break
-				}
-				vs = append(vs, victim{key: slices.Clone(k), id: slices.Clone(k[timeKeyLen:]), user: slices.Clone(v)})
-			}
-			more = len(vs) == pruneChunk
-			for _, v := range vs {
-				if err := b.byExpiry.Delete(v.key); err != nil {
-					return err
-				}
-				if len(v.user) == 0 || !bytes.Equal(b.byUser.Get(v.user), v.id) {
-					if err := b.records.Delete(v.id); err != nil {
-						return err
-					}
-					continue
-				}
-				if visit != nil {
-					// A damaged record is deleted all the same, unvisited:
-					// refusing would stop every later sweep.
-					var sess session.Session
-					if err := decodeSession(v.id, b.records.Get(v.id), &sess); err != nil {
-						s.log.Warn("boltstore: sweeping an undecodable session record", "err", err)
-					} else if sess.Status == session.StatusActive {
-						active = append(active, sess)
-					}
-				}
-				if err := b.records.Delete(v.id); err != nil {
-					return err
-				}
-				if err := b.byUser.Delete(v.user); err != nil {
-					return err
-				}
-			}
-			n = len(vs)
-			return nil
-		})
+	var active []session.Session // of the last transaction, for visit
+	return s.deleteInChunks(ctx, "delete expired sessions", func(tx *bbolt.Tx) (int, error) {
+		active = active[:0]
+		b, err := sessionBucketsOf(tx)
 		if err != nil {
-			return total, fmt.Errorf("boltstore: delete expired sessions: %w", err)
+			return 0, err
 		}
-		total += n
+		type victim struct{ key, id, user []byte }
+		var vs []victim
+		c := b.byExpiry.Cursor()
+		for k, v := c.First(); k != nil && len(vs) < pruneChunk; k, v = c.Next() {
+			if len(k) <= timeKeyLen {
+				return 0, fmt.Errorf("%w: session expiry entry of %d bytes", ErrCorrupt, len(k))
+			}
+			if bytes.Compare(k[:timeKeyLen], cutoff) > 0 {
+				break
+			}
+			vs = append(vs, victim{key: slices.Clone(k), id: slices.Clone(k[timeKeyLen:]), user: slices.Clone(v)})
+		}
+		for _, v := range vs {
+			if err := b.byExpiry.Delete(v.key); err != nil {
+				return 0, err
+			}
+			if len(v.user) == 0 || !bytes.Equal(b.byUser.Get(v.user), v.id) {
+				if err := b.records.Delete(v.id); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			if visit != nil {
+				// A damaged record is deleted all the same, unvisited:
+				// refusing would stop every later sweep.
+				var sess session.Session
+				if err := decodeSession(v.id, b.records.Get(v.id), &sess); err != nil {
+					s.log.Warn("boltstore: sweeping an undecodable session record", "err", err)
+				} else if sess.Status == session.StatusActive {
+					active = append(active, sess)
+				}
+			}
+			if err := b.records.Delete(v.id); err != nil {
+				return 0, err
+			}
+			if err := b.byUser.Delete(v.user); err != nil {
+				return 0, err
+			}
+		}
+		return len(vs), nil
+	}, func() {
 		for _, sess := range active {
 			visit(sess)
 		}
-		if !more {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+	})
 }
 
 var _ session.ActiveCounter = (*Store)(nil)
