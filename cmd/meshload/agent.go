@@ -235,6 +235,22 @@ func startAgent(cfg *config) (endpoint string, stop func(), err error) {
 	return a.url, a.close, nil
 }
 
+// startTarget is startAgent, and registers the echo agent it starts with
+// the server of t as -target (an agent given with -agent is registered
+// already).
+func startTarget(ctx context.Context, cfg *config, t *httpTarget) (endpoint string, stop func(), err error) {
+	if endpoint, stop, err = startAgent(cfg); err != nil {
+		return "", nil, err
+	}
+	if cfg.agent == "" {
+		if err := t.registerTarget(ctx, cfg.target, endpoint, cfg.task); err != nil {
+			stop()
+			return "", nil, err
+		}
+	}
+	return endpoint, stop, nil
+}
+
 // runDelegate runs -mode direct, delegate and floor: at each -c level a
 // direct run and, for delegate, a run through the mesh right after it
 // (for floor, through a bare reverse proxy), compared with it.
@@ -243,16 +259,19 @@ func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duratio
 	if err != nil {
 		return 2, err
 	}
-	endpoint, stop, err := startAgent(cfg)
+	var (
+		endpoint string
+		stop     func()
+	)
+	if cfg.mode == "delegate" {
+		endpoint, stop, err = startTarget(ctx, cfg, t)
+	} else { // direct and floor have no server to register with
+		endpoint, stop, err = startAgent(cfg)
+	}
 	if err != nil {
 		return 1, err
 	}
 	defer stop()
-	if cfg.mode == "delegate" && cfg.agent == "" {
-		if err := t.registerTarget(ctx, cfg.target, endpoint, cfg.task); err != nil {
-			return 1, err
-		}
-	}
 	var via string // -mode floor: endpoint through the proxy
 	if cfg.mode == "floor" {
 		var proxy *proxyProcess

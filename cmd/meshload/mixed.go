@@ -396,16 +396,11 @@ func runMixed(ctx context.Context, cfg *config, gen *synthagents.Generator, serv
 	if err != nil {
 		return 2, err
 	}
-	endpoint, stop, err := startAgent(cfg)
+	_, stop, err := startTarget(ctx, cfg, t)
 	if err != nil {
 		return 1, err
 	}
 	defer stop()
-	if cfg.agent == "" {
-		if err := t.registerTarget(ctx, cfg.target, endpoint, cfg.task); err != nil {
-			return 1, err
-		}
-	}
 	t.concurrency = max(cfg.concurrency[0], 8)
 	r := runLoad(ctx, plan{concurrency: t.concurrency, count: cfg.pool}, t.registerOp(gen, cfg.prefix))
 	if r.Errors > 0 {
