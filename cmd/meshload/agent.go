@@ -280,34 +280,28 @@ func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duratio
 		}
 		defer proxy.close()
 	}
-	for range cfg.repeat {
-		for _, c := range cfg.concurrency {
-			if ctx.Err() != nil {
-				return 0, interrupted(ctx)
-			}
-			ct := *t
-			ct.concurrency = c
-			p := plan{concurrency: c, count: cfg.n, duration: cfg.duration, warmup: cfg.warmup}
-			direct := runLoad(ctx, p, ct.directOp(endpoint, cfg.task))
-			direct.Mode, direct.Target = "direct", "POST "+endpoint
-			emit(direct)
-			var r *Report
-			switch cfg.mode {
-			case "delegate":
-				settle(ctx, cfg, serverCPU, stderr)
-				p.serverCPU = serverCPU
-				r = runLoad(ctx, p, ct.delegateOp(cfg.target, cfg.task))
-				r.Target = fmt.Sprintf("POST %s/v1/delegate (sync, to %s at %s)", t.base, cfg.target, endpoint)
-			case "floor":
-				r = runLoad(ctx, p, ct.directOp(via, cfg.task))
-				r.Target = fmt.Sprintf("POST %s (a bare reverse proxy to %s)", via, endpoint)
-			default:
-				continue
-			}
-			r.Mode = cfg.mode
-			compare(r, direct)
-			emit(r)
+	return 0, levels(ctx, cfg, func(c int) {
+		ct := *t
+		ct.concurrency = c
+		p := plan{concurrency: c, count: cfg.n, duration: cfg.duration, warmup: cfg.warmup}
+		direct := runLoad(ctx, p, ct.directOp(endpoint, cfg.task))
+		direct.Mode, direct.Target = "direct", "POST "+endpoint
+		emit(direct)
+		var r *Report
+		switch cfg.mode {
+		case "delegate":
+			settle(ctx, cfg, serverCPU, stderr)
+			p.serverCPU = serverCPU
+			r = runLoad(ctx, p, ct.delegateOp(cfg.target, cfg.task))
+			r.Target = fmt.Sprintf("POST %s/v1/delegate (sync, to %s at %s)", t.base, cfg.target, endpoint)
+		case "floor":
+			r = runLoad(ctx, p, ct.directOp(via, cfg.task))
+			r.Target = fmt.Sprintf("POST %s (a bare reverse proxy to %s)", via, endpoint)
+		default:
+			return
 		}
-	}
-	return 0, interrupted(ctx)
+		r.Mode = cfg.mode
+		compare(r, direct)
+		emit(r)
+	})
 }

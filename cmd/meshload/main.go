@@ -376,21 +376,15 @@ func execute(ctx context.Context, cfg *config, emit func(*Report), stdout, stder
 	default:
 		return 2, fmt.Errorf("-mode %q: must be get, discover, register, seed, mcp-stdio, takeover, direct, delegate, floor, proxy, mixed, soak, fill or fsync", cfg.mode)
 	}
-	for range cfg.repeat {
-		for _, c := range cfg.concurrency {
-			if ctx.Err() != nil {
-				return 0, interrupted(ctx)
-			}
-			settle(ctx, cfg, serverCPU, stderr)
-			ct := *t
-			ct.concurrency = c
-			p := plan{concurrency: c, count: count, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
-			r := runLoad(ctx, p, newOp(&ct))
-			r.Mode, r.Target = cfg.mode, target
-			emit(r)
-		}
-	}
-	return 0, interrupted(ctx)
+	return 0, levels(ctx, cfg, func(c int) {
+		settle(ctx, cfg, serverCPU, stderr)
+		ct := *t
+		ct.concurrency = c
+		p := plan{concurrency: c, count: count, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
+		r := runLoad(ctx, p, newOp(&ct))
+		r.Mode, r.Target = cfg.mode, target
+		emit(r)
+	})
 }
 
 // settle waits, up to -settle, for the server to use under 5% of a CPU
@@ -503,27 +497,35 @@ func runMCP(ctx context.Context, cfg *config, gen *synthagents.Generator, agents
 		}
 	}
 	target := fmt.Sprintf("stdio %q mesh_discover (%d queries round-robin, %d agents seeded)", cfg.cmd, len(queries), agents)
-	for range cfg.repeat {
-		for _, conc := range cfg.concurrency {
-			if ctx.Err() != nil {
-				return 1, interrupted(ctx)
-			}
-			settle(ctx, cfg, serverCPU, stderr)
-			p := plan{concurrency: conc, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
-			r := runLoad(ctx, p, func(int) opFunc {
-				return func(ctx context.Context, i int) outcome {
-					args := map[string]any{"query": queries[i%len(queries)]}
-					if cfg.limit > 0 {
-						args["limit"] = cfg.limit
-					}
-					return c.callTool(ctx, "mesh_discover", args)
+	return 0, levels(ctx, cfg, func(conc int) {
+		settle(ctx, cfg, serverCPU, stderr)
+		p := plan{concurrency: conc, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
+		r := runLoad(ctx, p, func(int) opFunc {
+			return func(ctx context.Context, i int) outcome {
+				args := map[string]any{"query": queries[i%len(queries)]}
+				if cfg.limit > 0 {
+					args["limit"] = cfg.limit
 				}
-			})
-			r.Mode, r.Target = cfg.mode, target
-			emit(r)
+				return c.callTool(ctx, "mesh_discover", args)
+			}
+		})
+		r.Mode, r.Target = cfg.mode, target
+		emit(r)
+	})
+}
+
+// levels calls run at each -c level, the list -repeat times over, until
+// ctx ends, and returns what interrupted does.
+func levels(ctx context.Context, cfg *config, run func(c int)) error {
+	for range cfg.repeat {
+		for _, c := range cfg.concurrency {
+			if ctx.Err() != nil {
+				return interrupted(ctx)
+			}
+			run(c)
 		}
 	}
-	return 0, interrupted(ctx)
+	return interrupted(ctx)
 }
 
 // interrupted reports a run cut short by a signal.

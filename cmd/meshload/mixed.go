@@ -419,22 +419,16 @@ func runMixed(ctx context.Context, cfg *config, gen *synthagents.Generator, serv
 	if cfg.mode == "soak" {
 		return soak(ctx, cfg, t, m, target, stdout)
 	}
-	for range cfg.repeat {
-		for _, c := range cfg.concurrency {
-			if ctx.Err() != nil {
-				return 0, interrupted(ctx)
-			}
-			ct := *t
-			ct.concurrency = c
-			cm := *m
-			cm.t = &ct
-			p := plan{concurrency: c, count: cfg.n, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
-			r := runLoad(ctx, p, cm.op)
-			r.Mode, r.Target = cfg.mode, target
-			emit(r)
-		}
-	}
-	return 0, interrupted(ctx)
+	return 0, levels(ctx, cfg, func(c int) {
+		ct := *t
+		ct.concurrency = c
+		cm := *m
+		cm.t = &ct
+		p := plan{concurrency: c, count: cfg.n, duration: cfg.duration, warmup: cfg.warmup, serverCPU: serverCPU}
+		r := runLoad(ctx, p, cm.op)
+		r.Mode, r.Target = cfg.mode, target
+		emit(r)
+	})
 }
 
 // soak runs runSoak at the first -c level and prints its samples and
