@@ -57,30 +57,38 @@ func runOut(t *testing.T, wantStatus int, args ...string) []byte {
 func TestDelegateAgainstDirect(t *testing.T) {
 	_, base := newTestServer(t)
 	rs := meshloadAll(t, 0, append(base, "-mode", "delegate", "-n", "60", "-c", "1,2")...)
-	if len(rs) != 4 {
-		t.Fatalf("%d reports, want direct and delegate at -c 1 and 2", len(rs))
+	wantComparedRuns(t, rs, "delegate", []int{1, 2}, 60, "completed")
+}
+
+// wantComparedRuns checks the reports of a delegate or floor run at the
+// levels cs, n requests each: a direct run, then one of mode with
+// outcome every time, compared with the direct run before it.
+func wantComparedRuns(t *testing.T, rs []Report, mode string, cs []int, n uint64, outcome string) {
+	t.Helper()
+	if len(rs) != 2*len(cs) {
+		t.Fatalf("%d reports, want direct and %s at -c %v", len(rs), mode, cs)
 	}
-	for i, c := range []int{1, 2} {
-		direct, mesh := rs[2*i], rs[2*i+1]
-		if direct.Mode != "direct" || mesh.Mode != "delegate" || direct.Concurrency != c || mesh.Concurrency != c {
-			t.Fatalf("reports %d, %d: %s at %d and %s at %d", 2*i, 2*i+1, direct.Mode, direct.Concurrency, mesh.Mode, mesh.Concurrency)
+	for i, c := range cs {
+		direct, via := rs[2*i], rs[2*i+1]
+		if direct.Mode != "direct" || via.Mode != mode || direct.Concurrency != c || via.Concurrency != c {
+			t.Fatalf("reports %d, %d: %s at %d and %s at %d", 2*i, 2*i+1, direct.Mode, direct.Concurrency, via.Mode, via.Concurrency)
 		}
-		wantOutcomes(t, direct, map[string]uint64{"200": 60})
-		wantOutcomes(t, mesh, map[string]uint64{"completed": 60})
-		v := mesh.VsDirect
+		wantOutcomes(t, direct, map[string]uint64{"200": n})
+		wantOutcomes(t, via, map[string]uint64{outcome: n})
+		v := via.VsDirect
 		if v == nil || direct.VsDirect != nil {
-			t.Fatalf("-c %d: vsDirect on the delegate report only: %+v, %+v", c, direct.VsDirect, v)
+			t.Fatalf("-c %d: vsDirect on the %s report only: %+v, %+v", c, mode, direct.VsDirect, v)
 		}
 		if v.DirectP50Ms != direct.Latency.P50 || v.DirectRequestsPerSecond != direct.RequestsPerSecond {
 			t.Errorf("-c %d: the comparison is not against the direct run: %+v, direct %+v", c, v, direct.Latency)
 		}
-		if added := mesh.Latency.P50 - direct.Latency.P50; math.Abs(v.AddedP50Ms-added) > 0.001 {
-			t.Errorf("-c %d: added p50 %v, want mesh − direct = %v", c, v.AddedP50Ms, added)
+		if added := via.Latency.P50 - direct.Latency.P50; math.Abs(v.AddedP50Ms-added) > 0.001 {
+			t.Errorf("-c %d: added p50 %v, want %s − direct = %v", c, v.AddedP50Ms, mode, added)
 		}
 		if want := round2(v.AddedP50Ms / v.DirectP50Ms); v.AddedP50Ratio != want {
 			t.Errorf("-c %d: added ÷ direct %v, want %v", c, v.AddedP50Ratio, want)
 		}
-		if want := round2(mesh.RequestsPerSecond / direct.RequestsPerSecond); v.ThroughputRatio != want || want <= 0 {
+		if want := round2(via.RequestsPerSecond / direct.RequestsPerSecond); v.ThroughputRatio != want || want <= 0 {
 			t.Errorf("-c %d: throughput ratio %v, want %v", c, v.ThroughputRatio, want)
 		}
 	}
@@ -323,25 +331,11 @@ func TestFsyncProbe(t *testing.T) {
 func TestFloorAgainstDirect(t *testing.T) {
 	t.Setenv(commandEnv, "1") // the child meshload is this test binary
 	rs := meshloadAll(t, 0, "-mode", "floor", "-n", "40", "-c", "1,2")
-	if len(rs) != 4 {
-		t.Fatalf("%d reports, want direct and floor at -c 1 and 2", len(rs))
-	}
-	for i, c := range []int{1, 2} {
-		direct, floor := rs[2*i], rs[2*i+1]
-		if direct.Mode != "direct" || floor.Mode != "floor" || direct.Concurrency != c || floor.Concurrency != c {
-			t.Fatalf("reports %d, %d: %s at %d and %s at %d", 2*i, 2*i+1, direct.Mode, direct.Concurrency, floor.Mode, floor.Concurrency)
-		}
-		wantOutcomes(t, direct, map[string]uint64{"200": 40})
-		wantOutcomes(t, floor, map[string]uint64{"200": 40})
+	wantComparedRuns(t, rs, "floor", []int{1, 2}, 40, "200")
+	for i := 0; i < len(rs); i += 2 {
+		direct, floor := rs[i], rs[i+1]
 		if !strings.Contains(floor.Target, "a bare reverse proxy to "+strings.TrimPrefix(direct.Target, "POST ")) {
 			t.Errorf("the floor run's target %q is not a proxy in front of %q", floor.Target, direct.Target)
-		}
-		v := floor.VsDirect
-		if v == nil || v.DirectP50Ms != direct.Latency.P50 || v.DirectRequestsPerSecond != direct.RequestsPerSecond {
-			t.Fatalf("-c %d: the comparison is not against the direct run: %+v, direct %+v", c, v, direct.Latency)
-		}
-		if want := round2(floor.RequestsPerSecond / direct.RequestsPerSecond); v.ThroughputRatio != want || want <= 0 {
-			t.Errorf("-c %d: throughput ratio %v, want %v", c, v.ThroughputRatio, want)
 		}
 	}
 }
