@@ -92,9 +92,9 @@ func (p *proxyProcess) close() {
 
 // serveProxy runs -mode proxy: a reverse proxy to -agent (the agent's
 // base URL) on a free loopback port, which it prints as a URL on stdout,
-// until stdin closes or ctx ends. Its transport keeps as many idle
-// connections to the agent as a mesh does, so that a run measures the
-// hop and not connection set-up.
+// until stdin closes or ctx ends. Its transport keeps up to 256 idle
+// connections to the agent, one for each worker of any -c level, so that
+// a run measures the hop and not connection set-up.
 func serveProxy(ctx context.Context, cfg *config, stdin io.Reader, stdout io.Writer) (int, error) {
 	upstream, err := url.Parse(cfg.agent)
 	if err != nil || upstream.Scheme != "http" || upstream.Host == "" {
