@@ -275,7 +275,7 @@ func runDelegate(ctx context.Context, cfg *config, serverCPU func() time.Duratio
 	var via string // -mode floor: endpoint through the proxy
 	if cfg.mode == "floor" {
 		var proxy *proxyProcess
-		if via, proxy, err = floorProxy(ctx, endpoint); err != nil {
+		if via, proxy, err = floorProxy(ctx, endpoint, stderr); err != nil {
 			return 1, err
 		}
 		defer proxy.close()

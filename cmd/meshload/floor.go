@@ -29,12 +29,12 @@ import (
 // floorProxy starts the bare reverse proxy of -mode floor in front of
 // the agent at endpoint and returns the URL that reaches endpoint
 // through it.
-func floorProxy(ctx context.Context, endpoint string) (via string, p *proxyProcess, err error) {
+func floorProxy(ctx context.Context, endpoint string, stderr io.Writer) (via string, p *proxyProcess, err error) {
 	agent, err := url.Parse(endpoint)
 	if err != nil || agent.Host == "" {
 		return "", nil, fmt.Errorf("-agent %q: want http://host[:port]/path", endpoint)
 	}
-	p, err = startProxy(ctx, agent.Scheme+"://"+agent.Host)
+	p, err = startProxy(ctx, agent.Scheme+"://"+agent.Host, stderr)
 	if err != nil {
 		return "", nil, err
 	}
@@ -48,15 +48,15 @@ type proxyProcess struct {
 	url   string // http://127.0.0.1:PORT
 }
 
-// startProxy starts this executable as -mode proxy to upstream and waits
-// for the address it listens on.
-func startProxy(ctx context.Context, upstream string) (*proxyProcess, error) {
+// startProxy starts this executable as -mode proxy to upstream, its
+// stderr copied to stderr, and waits for the address it listens on.
+func startProxy(ctx context.Context, upstream string, stderr io.Writer) (*proxyProcess, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("the proxy: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, exe, "-mode", "proxy", "-agent", upstream)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("the proxy: %w", err)

@@ -396,3 +396,33 @@ func TestProxyForwardsUntilStdinCloses(t *testing.T) {
 		t.Error("-agent that is not an http URL: no error")
 	}
 }
+
+// The proxy's own errors reach meshload's stderr: a floor run in front of
+// an agent the proxy cannot forward to (https) stops before measuring.
+func TestFloorReportsTheProxysError(t *testing.T) {
+	t.Setenv(commandEnv, "1")
+	var stdout, stderr bytes.Buffer
+	status := run(t.Context(), []string{"-mode", "floor", "-agent", "https://127.0.0.1:1/task", "-n", "1", "-c", "1"},
+		func(string) string { return "" }, &stdout, &stderr)
+	if status != 1 || stdout.Len() != 0 {
+		t.Fatalf("exit %d with %q, want 1 and no report", status, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), `-mode proxy: -agent "https://127.0.0.1:1": want the agent's http://host[:port]`) ||
+		!strings.Contains(stderr.String(), "the proxy did not say where it listens") {
+		t.Errorf("stderr %q: want the proxy's refusal and the floor's error", stderr.String())
+	}
+}
+
+// A report's comparison line names what stood between the client and
+// the agent: the mesh for delegate, the proxy for floor.
+func TestComparisonLineNamesTheHop(t *testing.T) {
+	for mode, via := range map[string]string{"delegate": "mesh", "floor": "proxy"} {
+		r := &Report{Mode: mode, Outcomes: map[string]uint64{}, VsDirect: &Comparison{DirectP50Ms: 0.05, AddedP50Ms: 0.2, AddedP50Ratio: 4, ThroughputRatio: 0.3}}
+		var b bytes.Buffer
+		r.writeText(&b)
+		want := "added p50 200µs (" + via + " − direct), added ÷ direct p50 4.00, " + via + " ÷ direct throughput 0.30"
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%s: %q does not contain %q", mode, b.String(), want)
+		}
+	}
+}
